@@ -1,0 +1,222 @@
+"""Rewards by name: ``rewardkit.load("math", **options)``, ``rewardkit list``.
+
+Three sources, looked up in this order:
+1. rewards registered in this process (:func:`register`, the :func:`reward` decorator);
+2. rewardkit's built-ins, imported lazily so ``import rewardkit`` stays cheap;
+3. third-party packages, through the entry-point group ``rewardkit.rewards``. An entry point may
+   name a Scorer subclass, a factory returning a Scorer, or a plain reward function
+   ``f(prompt, completion, reference, **kw) -> float``.
+"""
+from __future__ import annotations
+
+import difflib
+import importlib
+import inspect
+import os
+from dataclasses import dataclass
+from importlib import metadata as importlib_metadata
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from .scorer import FunctionScorer, Scorer
+
+ENTRY_POINT_GROUP = "rewardkit.rewards"
+
+
+class UnknownRewardError(KeyError):
+    """No reward of that name; the message lists the available ones."""
+
+    def __str__(self) -> str:  # KeyError quotes its message otherwise
+        return str(self.args[0])
+
+
+@dataclass(frozen=True)
+class RewardEntry:
+    name: str
+    description: str
+    target: str | Callable[..., Any]  # "module:attr" (lazy) or a factory
+    source: str = "builtin"
+
+    def factory(self) -> Callable[..., Any]:
+        if callable(self.target):
+            return self.target
+        module, _, attr = self.target.partition(":")
+        try:
+            obj = getattr(importlib.import_module(module), attr)
+        except ImportError as exc:
+            raise ImportError(
+                f"reward {self.name!r} could not be imported ({exc}); is its extra installed? "
+                "See the README's table of rewards."
+            ) from exc
+        return obj
+
+
+# name -> (module:attr, one-line description). Kept here so `rewardkit list` needs no imports.
+_BUILTINS: dict[str, tuple[str, str]] = {
+    "exact_match": ("rewardkit.builtin:ExactMatch",
+                    "1.0 if the completion equals the reference after normalisation"),
+    "regex": ("rewardkit.builtin:RegexMatch",
+              "1.0 if the completion matches a pattern (option `pattern`, or the reference)"),
+    "math": ("rewardkit.verifiers.math:MathVerifier",
+             "1.0 if the final answer is mathematically equivalent to the reference"),
+    "code": ("rewardkit.verifiers.code:CodeVerifier",
+             "fraction/all of tests passed by the completion's code, run in a sandbox"),
+}
+
+_registered: dict[str, RewardEntry] = {}
+
+
+def _builtin_entries() -> dict[str, RewardEntry]:
+    return {n: RewardEntry(n, d, t) for n, (t, d) in _BUILTINS.items()}
+
+
+def _entry_point_entries() -> dict[str, RewardEntry]:
+    out: dict[str, RewardEntry] = {}
+    for ep in importlib_metadata.entry_points(group=ENTRY_POINT_GROUP):
+        out[ep.name] = RewardEntry(ep.name, f"(from {ep.value})", ep.value, source="entry point")
+    return out
+
+
+def _all_entries() -> dict[str, RewardEntry]:
+    entries = _entry_point_entries()
+    entries.update(_builtin_entries())
+    entries.update(_registered)
+    return entries
+
+
+def register(name: str | None = None, description: str | None = None,
+             override: bool = False) -> Callable[[Any], Any]:
+    """Class or factory decorator: make a Scorer loadable by name.
+
+    >>> @register("length")
+    ... class Length(Scorer): ...
+    """
+
+    def deco(obj: Any) -> Any:
+        _add(name or getattr(obj, "name", None) or obj.__name__, obj, description, override)
+        return obj
+
+    return deco
+
+
+def _add(name: str, factory: Callable[..., Any], description: str | None, override: bool) -> None:
+    if not override and (name in _registered or name in _BUILTINS):
+        raise ValueError(
+            f"a reward named {name!r} is already registered; pick another name or pass "
+            "override=True"
+        )
+    doc = description or (inspect.getdoc(factory) or "").strip().splitlines()[:1]
+    if isinstance(doc, list):
+        doc = doc[0] if doc else ""
+    _registered[name] = RewardEntry(name, doc, factory, source="registered")
+
+
+def reward(name: str | Callable[..., Any] | None = None, *, description: str | None = None,
+           raw: bool = False, override: bool = False) -> Any:
+    """Decorator: a plain function ``f(prompt, completion, reference, **options) -> float``
+    becomes a registered reward, loadable with ``rewardkit.load(name, **options)``.
+
+    The decorated object stays a plain function (callable as before) with a ``.scorer(**options)``
+    attribute that builds its Scorer.
+    """
+
+    def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
+        reward_name = name if isinstance(name, str) else fn.__name__
+
+        def factory(**options: Any) -> Scorer:
+            return FunctionScorer(fn, name=reward_name, raw=raw, **options)
+
+        factory.__doc__ = fn.__doc__
+        _add(reward_name, factory, description, override)
+        fn.scorer = factory  # type: ignore[attr-defined]
+        return fn
+
+    if callable(name) and not isinstance(name, str):
+        return deco(name)
+    return deco
+
+
+def unregister(name: str) -> None:
+    _registered.pop(name, None)
+
+
+def list_rewards() -> dict[str, str]:
+    """Every loadable reward name with its one-line description, sorted by name."""
+    return {n: e.description for n, e in sorted(_all_entries().items())}
+
+
+def _unknown(name: str) -> UnknownRewardError:
+    names = sorted(_all_entries())
+    close = difflib.get_close_matches(name, names, n=1)
+    hint = f" Did you mean {close[0]!r}?" if close else ""
+    return UnknownRewardError(
+        f"unknown reward {name!r}.{hint} Available: {', '.join(names)}. "
+        "(`rewardkit list` describes each; a YAML/TOML path loads a composition.)"
+    )
+
+
+def _is_config_path(name: str) -> bool:
+    return name.endswith((".yaml", ".yml", ".toml", ".json")) or os.sep in name
+
+
+def load(name_or_config: str | Path | Mapping[str, Any] | Scorer, **options: Any) -> Scorer:
+    """A Scorer from a registered name, a composition config (a dict, or a YAML/TOML/JSON file),
+    or a Scorer (returned as is).
+
+    Options are passed to the reward's constructor; unknown options raise a TypeError that names
+    the accepted ones.
+    """
+    if isinstance(name_or_config, Scorer):
+        if options:
+            raise TypeError("options cannot be applied to an already built Scorer")
+        return name_or_config
+    if isinstance(name_or_config, Mapping):
+        from .compose import from_config
+
+        return from_config(dict(name_or_config), **options)
+    if isinstance(name_or_config, Path) or _is_config_path(str(name_or_config)):
+        from .compose import from_config_file
+
+        return from_config_file(Path(name_or_config), **options)
+    name = str(name_or_config)
+    entry = _all_entries().get(name)
+    if entry is None:
+        raise _unknown(name)
+    factory = entry.factory()
+    return build(factory, name, options)
+
+
+def build(factory: Any, name: str, options: dict[str, Any]) -> Scorer:
+    """Call a reward factory with options, turning a bad option into a clear error."""
+    if not _is_plain_reward_fn(factory):
+        try:
+            scorer = factory(**options)
+        except TypeError as exc:
+            accepted = _accepted_options(factory)
+            raise TypeError(
+                f"reward {name!r}: {exc}. Accepted options: {accepted or 'none'}"
+            ) from exc
+    else:  # a plain reward function from an entry point
+        scorer = FunctionScorer(factory, name=name, **options)
+    if not isinstance(scorer, Scorer):
+        raise TypeError(f"reward {name!r}: factory returned {type(scorer).__name__}, not a Scorer")
+    if getattr(scorer, "name", Scorer.name) == Scorer.name:
+        scorer.name = name
+    return scorer
+
+
+def _is_plain_reward_fn(obj: Any) -> bool:
+    if not inspect.isfunction(obj):
+        return False
+    params = list(inspect.signature(obj).parameters)
+    return params[:3] == ["prompt", "completion", "reference"]
+
+
+def _accepted_options(factory: Any) -> str:
+    try:
+        target = factory.__init__ if isinstance(factory, type) else factory
+        params = [p for p in inspect.signature(target).parameters.values()
+                  if p.name not in ("self",) and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    except (TypeError, ValueError):
+        return ""
+    return ", ".join(p.name for p in params)

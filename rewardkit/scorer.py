@@ -1,0 +1,193 @@
+"""The Scorer interface: a batch of Samples in, one Score per sample out, never an exception.
+
+Subclasses implement :meth:`Scorer.score_one` (per sample) or override :meth:`Scorer.score_batch`
+(models and process pools want the whole batch). :meth:`Scorer.score` is the public entry point:
+it validates, runs the batch, and turns any failure into an error Score for the sample that
+caused it, so the rest of the batch is never lost.
+"""
+from __future__ import annotations
+
+import asyncio
+import inspect
+import math
+from typing import Any, Callable, Iterable, Sequence
+
+from .types import Sample, SampleError, Score
+
+
+class RewardInputError(ValueError):
+    """A sample lacks what the reward needs (e.g. no reference). Scored as an error."""
+
+    kind = "bad_input"
+
+
+class Scorer:
+    """Base class of every reward.
+
+    Attributes:
+        name: the reward's name (the registry name, or the component name in a composition).
+        error_value: the value a sample gets when it cannot be scored (default 0.0).
+    """
+
+    name: str = "scorer"
+    error_value: float = 0.0
+
+    # -- to implement -------------------------------------------------------------------------
+    def score_one(self, sample: Sample) -> Score | float:
+        raise NotImplementedError(
+            f"{type(self).__name__} must implement score_one(sample) or score_batch(samples)"
+        )
+
+    def score_batch(self, samples: list[Sample]) -> list[Score]:
+        """Score a batch. The default scores each sample alone; override to batch."""
+        return [self._score_one_safely(s) for s in samples]
+
+    # -- public -------------------------------------------------------------------------------
+    def score(self, samples: Sequence[Sample | dict] | Sample) -> list[Score]:
+        """Score a batch; one Score per sample, in order. A sample that fails gets a Score
+        whose ``info["error"]`` says why and whose value is ``error_value``."""
+        if isinstance(samples, (Sample, dict)):
+            raise TypeError(
+                "score() takes a batch (a list of Samples); for one sample call score([sample])"
+            )
+        batch: list[Any] = list(samples)
+        bad: dict[int, Score] = {}
+        good: list[Sample] = []
+        for i, s in enumerate(batch):
+            if isinstance(s, Sample):
+                good.append(s)
+                continue
+            try:
+                good.append(Sample.coerce(s))
+            except SampleError as exc:
+                bad[i] = Score.from_error(exc, self.error_value)
+        try:
+            scores = self.score_batch(good)
+            if len(scores) != len(good):
+                raise RuntimeError(
+                    f"{type(self).__name__}.score_batch returned {len(scores)} scores "
+                    f"for {len(good)} samples"
+                )
+        except Exception:
+            # Isolate the failure: score each sample alone so only the culprit gets an error.
+            scores = [self._score_one_safely(s) for s in good] if self._has_score_one() else [
+                self._batch_failed(s) for s in good
+            ]
+        if not bad:
+            return scores
+        it = iter(scores)
+        return [bad[i] if i in bad else next(it) for i in range(len(batch))]
+
+    async def ascore(self, samples: Sequence[Sample | dict]) -> list[Score]:
+        """Async form of :meth:`score` for servers and trainers; runs in a worker thread."""
+        return await asyncio.to_thread(self.score, samples)
+
+    def __call__(self, samples: Sequence[Sample | dict]) -> list[Score]:
+        return self.score(samples)
+
+    def close(self) -> None:
+        """Release pools, models, sandboxes. Safe to call twice."""
+
+    def __enter__(self) -> "Scorer":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r}>"
+
+    # -- helpers ------------------------------------------------------------------------------
+    def _has_score_one(self) -> bool:
+        return type(self).score_one is not Scorer.score_one
+
+    def _batch_failed(self, sample: Sample) -> Score:
+        try:
+            out = self.score_batch([sample])
+            return out[0]
+        except Exception as exc:  # noqa: BLE001 - the contract: errors become Scores
+            return Score.from_error(exc, self.error_value)
+
+    def _score_one_safely(self, sample: Sample) -> Score:
+        try:
+            out = self.score_one(sample)
+        except Exception as exc:  # noqa: BLE001 - the contract: errors become Scores
+            return Score.from_error(exc, self.error_value)
+        if isinstance(out, Score):
+            return out
+        return _as_score(out, self.error_value)
+
+
+def _as_score(out: Any, error_value: float) -> Score:
+    """Turn what a reward function returned (a number, a (value, info) pair, a dict with
+    ``value``/``score``) into a Score."""
+    if isinstance(out, bool) or isinstance(out, (int, float)):
+        value = float(out)
+        if math.isnan(value):
+            return Score.from_error("reward returned NaN", error_value, kind="nan")
+        return Score(value)
+    if isinstance(out, Score):
+        return out
+    if isinstance(out, dict):
+        key = "value" if "value" in out else "score" if "score" in out else None
+        if key is None:
+            return Score.from_error(
+                f"reward returned a dict without 'value' or 'score': keys {sorted(out)}",
+                error_value, kind="bad_return",
+            )
+        rest = {k: v for k, v in out.items() if k != key}
+        score = _as_score(out[key], error_value)
+        score.info.update(rest)
+        return score
+    if out is None:
+        return Score.from_error("reward returned None", error_value, kind="bad_return")
+    return Score.from_error(
+        f"reward returned {type(out).__name__}; return a float, a dict with 'value', or a Score",
+        error_value, kind="bad_return",
+    )
+
+
+class FunctionScorer(Scorer):
+    """A Scorer around a plain function ``f(prompt, completion, reference, **options)``.
+
+    ``completion`` and ``prompt`` are passed as text (the last assistant / user message of a chat)
+    unless ``raw=True``, in which case they are passed as given. If the function accepts a
+    ``metadata`` or ``sample`` keyword, it gets it.
+    """
+
+    def __init__(self, fn: Callable[..., Any], name: str | None = None, raw: bool = False,
+                 error_value: float = 0.0, **options: Any) -> None:
+        self.fn = fn
+        self.name = name or getattr(fn, "__name__", "function")
+        self.raw = raw
+        self.error_value = error_value
+        self.options = options
+        params = inspect.signature(fn).parameters
+        self._wants_metadata = "metadata" in params
+        self._wants_sample = "sample" in params
+
+    def score_one(self, sample: Sample) -> Score:
+        kw = dict(self.options)
+        if self._wants_metadata:
+            kw["metadata"] = sample.metadata
+        if self._wants_sample:
+            kw["sample"] = sample
+        if self.raw:
+            out = self.fn(sample.prompt, sample.completion, sample.reference, **kw)
+        else:
+            out = self.fn(sample.prompt_text, sample.completion_text, sample.reference, **kw)
+        return _as_score(out, self.error_value)
+
+
+def require_reference(sample: Sample, reward: str) -> Any:
+    """The sample's reference, or a clear error when it has none."""
+    if sample.reference is None:
+        raise RewardInputError(
+            f"reward {reward!r} needs a reference but the sample has none "
+            "(offline: map the column with --reference-field)"
+        )
+    return sample.reference
+
+
+def score_values(scores: Iterable[Score]) -> list[float]:
+    return [s.value for s in scores]

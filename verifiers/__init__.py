@@ -1,0 +1,1 @@
+"""Rule-based rewards (installed as ``rewardkit.verifiers``): math, code, and more."""
