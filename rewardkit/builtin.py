@@ -90,6 +90,8 @@ class RegexMatch(Scorer):
         self.mode = mode
         self.strip = strip
         self.error_value = error_value
+        if isinstance(pattern, (int, float)) and not isinstance(pattern, bool):
+            pattern = str(pattern)  # `-O pattern=1` arrives as a number
         try:
             self.pattern = re.compile(pattern, self.flags) if pattern is not None else None
         except re.error as exc:

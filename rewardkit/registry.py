@@ -13,6 +13,7 @@ import difflib
 import importlib
 import inspect
 import os
+import re
 from dataclasses import dataclass
 from importlib import metadata as importlib_metadata
 from pathlib import Path
@@ -155,12 +156,16 @@ def _unknown(name: str) -> UnknownRewardError:
     )
 
 
+_IMPORT_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+
+
 def _is_config_path(name: str) -> bool:
     return name.endswith((".yaml", ".yml", ".toml", ".json")) or os.sep in name
 
 
 def load(name_or_config: str | Path | Mapping[str, Any] | Scorer, **options: Any) -> Scorer:
-    """A Scorer from a registered name, a composition config (a dict, or a YAML/TOML/JSON file),
+    """A Scorer from a registered name, an import path ``package.module:attr`` (a Scorer class,
+    a factory, or a reward function), a composition config (a dict, or a YAML/TOML/JSON file),
     or a Scorer (returned as is).
 
     Options are passed to the reward's constructor; unknown options raise a TypeError that names
@@ -180,6 +185,8 @@ def load(name_or_config: str | Path | Mapping[str, Any] | Scorer, **options: Any
         return from_config_file(Path(name_or_config), **options)
     name = str(name_or_config)
     entry = _all_entries().get(name)
+    if entry is None and _IMPORT_PATH.match(name):
+        entry = RewardEntry(name, "", name, source="import path")
     if entry is None:
         raise _unknown(name)
     factory = entry.factory()
@@ -190,13 +197,15 @@ def build(factory: Any, name: str, options: dict[str, Any]) -> Scorer:
     """Call a reward factory with options, turning a bad option into a clear error."""
     if not _is_plain_reward_fn(factory):
         try:
-            scorer = factory(**options)
+            inspect.signature(factory).bind(**options)
         except TypeError as exc:
-            accepted = _accepted_options(factory)
             raise TypeError(
-                f"reward {name!r}: {exc}. Accepted options: {accepted or 'none'}"
-            ) from exc
-    else:  # a plain reward function from an entry point
+                f"reward {name!r}: {exc}. Accepted options: {_accepted_options(factory) or 'none'}"
+            ) from None
+        except ValueError:  # no signature (a builtin): let the call decide
+            pass
+        scorer = factory(**options)
+    else:  # a plain reward function from an entry point or import path
         scorer = FunctionScorer(factory, name=name, **options)
     if not isinstance(scorer, Scorer):
         raise TypeError(f"reward {name!r}: factory returned {type(scorer).__name__}, not a Scorer")

@@ -162,7 +162,15 @@ class FunctionScorer(Scorer):
         self.raw = raw
         self.error_value = error_value
         self.options = options
-        params = inspect.signature(fn).parameters
+        signature = inspect.signature(fn)
+        params = signature.parameters
+        extra = {k: None for k in ("metadata", "sample") if k in params}
+        try:
+            signature.bind("", "", None, **options, **extra)
+        except TypeError as exc:
+            accepted = [p for p in list(params)[3:] if p not in extra]
+            raise TypeError(f"reward {self.name!r}: {exc}; its options are: "
+                            f"{', '.join(accepted) or 'none'}") from None
         self._wants_metadata = "metadata" in params
         self._wants_sample = "sample" in params
 

@@ -1,0 +1,167 @@
+"""The ``rewardkit`` command line: score, list, doctor, train."""
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+from importlib import metadata as importlib_metadata
+from typing import Any, Sequence
+
+EXIT_USAGE = 2
+
+
+def _parse_option(text: str) -> tuple[str, Any]:
+    """``k=v`` with ``v`` read as YAML, so ``true``, ``0.5`` and ``[1, 2]`` get their types."""
+    import yaml
+
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"--option expects key=value, got {text!r}")
+    try:
+        parsed = yaml.safe_load(value) if value else ""
+    except yaml.YAMLError:
+        parsed = value
+    return key.strip(), parsed
+
+
+def _add_score(sub: Any) -> None:
+    p = sub.add_parser(
+        "score", help="score a dataset offline",
+        description="Score every row of INPUT with a reward and write OUTPUT with two added "
+                    "fields: `reward` (float) and `reward_info` (components, extracted answer, "
+                    "errors). Re-running the same command continues an interrupted run.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("input", help="JSONL, JSON, CSV, Parquet, a datasets folder (save_to_disk), "
+                                 "or hf:NAME for a hub dataset")
+    what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument("--reward", "-r", help="registered reward name (see `rewardkit list`)")
+    what.add_argument("--config", "-c", help="reward config file (YAML/TOML/JSON): a composition")
+    p.add_argument("--option", "-O", action="append", default=[], type=_parse_option,
+                   metavar="KEY=VALUE", help="reward option (repeatable); values parse as YAML")
+    p.add_argument("-o", "--output", required=True, help="output file or folder; format from "
+                                                         "its suffix (or --output-format)")
+    p.add_argument("--prompt-field", default="prompt", help="field holding the prompt "
+                                                            "(dotted paths work: a.b.c)")
+    p.add_argument("--completion-field", default="completion", help="field holding the completion")
+    p.add_argument("--reference-field", default=None,
+                   help="field holding the reference (default: `reference` if present; naming it "
+                        "makes a missing value an error), e.g. reward_model.ground_truth for verl")
+    p.add_argument("--output-field", default="reward", help="name of the added reward field "
+                                                             "(its info goes in <name>_info)")
+    p.add_argument("--input-format", choices=["jsonl", "json", "csv", "parquet", "datasets", "hf"])
+    p.add_argument("--output-format", choices=["jsonl", "json", "csv", "parquet", "datasets"])
+    p.add_argument("--split", help="split of a datasets folder holding several, or of hf:NAME "
+                                   "(default train)")
+    p.add_argument("--subset", help="configuration name of an hf:NAME dataset")
+    p.add_argument("--workers", "-j", type=int, default=1, help="scoring processes")
+    p.add_argument("--chunk-size", type=int, default=256,
+                   help="rows per batch given to the reward (cut only between prompts)")
+    p.add_argument("--overwrite", action="store_true", help="start over instead of resuming")
+    p.add_argument("--summary-json", help="also write the summary to this JSON file")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+    p.set_defaults(func=_cmd_score)
+
+
+def _cmd_score(args: argparse.Namespace) -> int:
+    from .compose import ConfigError
+    from .dataio import DataError
+    from .offline import Fields, RewardSpec, ScoreJob, run
+    from .registry import UnknownRewardError
+
+    if args.workers < 1 or args.chunk_size < 1:
+        print("error: --workers and --chunk-size must be at least 1", file=sys.stderr)
+        return EXIT_USAGE
+    fields = Fields(args.prompt_field, args.completion_field,
+                    args.reference_field or "reference", args.reference_field is not None)
+    spec = RewardSpec(args.reward or args.config, dict(args.option))
+    job = ScoreJob(args.input, args.output, spec, fields, args.input_format, args.output_format,
+                   args.split, args.subset, args.output_field, args.workers, args.chunk_size,
+                   args.overwrite, not args.quiet)
+    try:
+        spec.build().close()  # fail fast, before reading any data, on a bad reward or option
+        summary = run(job)
+    except UnknownRewardError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except (ConfigError, DataError, TypeError, ImportError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE if not isinstance(exc, DataError) else 1
+    except KeyboardInterrupt:
+        print("\ninterrupted: rows written so far are kept; run the same command again to "
+              "continue", file=sys.stderr)
+        return 130
+    print(summary.format())
+    if args.summary_json:
+        with open(args.summary_json, "w") as f:
+            json.dump(summary.to_dict(), f, indent=1)
+    return 0
+
+
+def _cmd_list(args: argparse.Namespace) -> int:
+    from .registry import list_rewards
+
+    rewards = list_rewards()
+    if args.json:
+        print(json.dumps(rewards, indent=1))
+        return 0
+    width = max(map(len, rewards))
+    for name, description in rewards.items():
+        print(f"{name:<{width}}  {description}")
+    return 0
+
+
+def _cmd_doctor(args: argparse.Namespace) -> int:
+    print(f"rewardkit {importlib_metadata.version('rewardkit')} on Python "
+          f"{platform.python_version()} ({platform.platform()})")
+    for dist in ("sympy", "latex2sympy2_extended", "torch", "transformers", "peft", "accelerate",
+                 "datasets", "pyarrow", "trl", "fastapi"):
+        try:
+            version = importlib_metadata.version(dist)
+        except importlib_metadata.PackageNotFoundError:
+            version = "not installed"
+        print(f"  {dist:<22} {version}")
+    try:
+        import torch
+
+        cuda = torch.cuda.is_available()
+        print(f"  {'cuda':<22} {torch.cuda.get_device_name(0) if cuda else 'not available'}")
+    except ImportError:
+        pass
+    try:
+        from .sandboxes import capabilities_report
+    except ImportError as exc:
+        print(f"sandbox: unavailable ({exc})")
+    else:
+        print(capabilities_report())
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="rewardkit", description="Rewards for RL post-training of LLMs.")
+    parser.add_argument("--version", action="version",
+                        version=f"rewardkit {importlib_metadata.version('rewardkit')}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add_score(sub)
+    p = sub.add_parser("list", help="list the rewards that can be loaded by name")
+    p.add_argument("--json", action="store_true", help="print as JSON")
+    p.set_defaults(func=_cmd_list)
+    p = sub.add_parser("doctor", help="versions, devices and which sandbox protections are active")
+    p.set_defaults(func=_cmd_doctor)
+    try:
+        from .trainer.cli import add_train_parser
+    except ImportError:
+        pass
+    else:
+        add_train_parser(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

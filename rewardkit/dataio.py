@@ -1,0 +1,261 @@
+"""Reading and writing rows for offline scoring: JSONL, JSON, CSV, Parquet, `datasets` folders
+saved with ``save_to_disk``, and hub datasets (``hf:NAME``) for users with hub access.
+
+Rows are plain dicts. Readers stream where the format allows (JSONL, CSV, Parquet) so a large
+file is never held in memory twice.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator, Mapping
+
+FORMATS = ("jsonl", "json", "csv", "parquet", "datasets", "hf")
+_SUFFIX = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".csv": "csv",
+           ".parquet": "parquet", ".pq": "parquet"}
+BAD_ROW_KEY = "_rewardkit_bad_row"
+
+
+class DataError(ValueError):
+    """Input or output cannot be read or written; the message names the file and the problem."""
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where rows come from: a path (or ``hf:NAME``) and its format."""
+
+    location: str
+    format: str
+    split: str | None = None
+    subset: str | None = None
+
+
+def detect_format(location: str | os.PathLike, fmt: str | None = None,
+                  output: bool = False) -> str:
+    """The format of a path, from ``fmt`` if given, else its suffix or folder layout. An output
+    path without a suffix is a ``datasets`` folder."""
+    loc = str(location)
+    if fmt:
+        if fmt not in FORMATS:
+            raise DataError(f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
+        return fmt
+    if loc.startswith("hf:"):
+        return "hf"
+    path = Path(loc)
+    if path.is_dir() or loc.endswith(os.sep):
+        return "datasets"
+    suffix = path.suffix.lower()
+    if suffix in _SUFFIX:
+        return _SUFFIX[suffix]
+    if output and not suffix:
+        return "datasets"
+    raise DataError(
+        f"cannot tell the format of {loc!r} from its name; use a .jsonl, .json, .csv or .parquet "
+        "suffix, a folder saved with datasets' save_to_disk, hf:NAME, or pass --input-format"
+    )
+
+
+def get_field(row: Mapping[str, Any], path: str) -> Any:
+    """``row["a"]["b"]`` for the dotted path ``a.b``; a key containing dots wins if present.
+
+    Raises KeyError naming the missing part.
+    """
+    if path in row:
+        return row[path]
+    cur: Any = row
+    for part in path.split("."):
+        if isinstance(cur, Mapping) and part in cur:
+            cur = cur[part]
+        elif isinstance(cur, (list, tuple)) and part.lstrip("-").isdigit():
+            try:
+                cur = cur[int(part)]
+            except IndexError:
+                raise KeyError(f"field {path!r}: index {part} out of range") from None
+        else:
+            have = sorted(cur)[:12] if isinstance(cur, Mapping) else type(cur).__name__
+            raise KeyError(f"field {path!r} not found (no {part!r}; available: {have})")
+    return cur
+
+
+# -- reading ---------------------------------------------------------------------------------
+def count_rows(source: Source) -> int | None:
+    """Number of rows, when cheap to know (used for the progress bar)."""
+    try:
+        if source.format == "jsonl":
+            with open(source.location, "rb") as f:
+                return sum(1 for line in f if line.strip())
+        if source.format == "parquet":
+            import pyarrow.parquet as pq
+
+            return pq.ParquetFile(source.location).metadata.num_rows
+        if source.format == "datasets":
+            return len(_load_saved_dataset(source))
+    except Exception:  # noqa: BLE001 - a count is only for the progress bar
+        return None
+    return None
+
+
+def read_rows(source: Source) -> Iterator[dict[str, Any]]:
+    """Rows of a source, in order. A line of JSONL that is not a JSON object becomes a row
+    ``{BAD_ROW_KEY: reason}`` so it is scored as an error instead of stopping the run."""
+    fmt = source.format
+    if fmt != "hf" and not os.path.exists(source.location):
+        raise DataError(f"input {source.location!r} does not exist")
+    try:
+        if fmt == "jsonl":
+            yield from _read_jsonl(source.location)
+        elif fmt == "json":
+            yield from _read_json(source.location)
+        elif fmt == "csv":
+            with open(source.location, newline="", encoding="utf-8") as f:
+                for row in csv.DictReader(f):
+                    yield {k: _maybe_json(v) for k, v in row.items()}
+        elif fmt == "parquet":
+            yield from _read_parquet(source.location)
+        elif fmt in ("datasets", "hf"):
+            yield from _load_saved_dataset(source)
+        else:
+            raise DataError(f"cannot read format {fmt!r}")
+    except DataError:
+        raise
+    except UnicodeDecodeError as exc:
+        raise DataError(f"input {source.location!r} is not UTF-8 text ({exc})") from exc
+    except (OSError, ValueError) as exc:
+        raise DataError(f"input {source.location!r} could not be read as {fmt}: {exc}") from exc
+
+
+def _read_jsonl(path: str) -> Iterator[dict[str, Any]]:
+    with open(path, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                yield {BAD_ROW_KEY: f"line {lineno} is not valid JSON ({exc.msg})"}
+                continue
+            yield row if isinstance(row, dict) else {
+                BAD_ROW_KEY: f"line {lineno} is a JSON {type(row).__name__}, not an object"}
+
+
+def _read_json(path: str) -> Iterator[dict[str, Any]]:
+    with open(path, encoding="utf-8") as f:
+        try:
+            data = json.load(f)
+        except json.JSONDecodeError as exc:
+            raise DataError(f"input {path!r} is not valid JSON: {exc}") from exc
+    if isinstance(data, dict):  # {"data": [...]} / {"rows": [...]}
+        lists = [v for v in data.values() if isinstance(v, list)]
+        if len(lists) != 1:
+            raise DataError(f"input {path!r}: expected a JSON list of objects (or an object "
+                            "holding exactly one such list)")
+        data = lists[0]
+    if not isinstance(data, list):
+        raise DataError(f"input {path!r}: expected a JSON list of objects")
+    for i, row in enumerate(data):
+        yield row if isinstance(row, dict) else {
+            BAD_ROW_KEY: f"item {i} is a JSON {type(row).__name__}, not an object"}
+
+
+def _read_parquet(path: str) -> Iterator[dict[str, Any]]:
+    try:
+        import pyarrow.parquet as pq
+    except ImportError as exc:
+        raise DataError("reading Parquet needs pyarrow: pip install 'rewardkit[io]'") from exc
+    for batch in pq.ParquetFile(path).iter_batches(batch_size=4096):
+        yield from batch.to_pylist()
+
+
+def _load_saved_dataset(source: Source) -> Any:
+    try:
+        import datasets
+    except ImportError as exc:
+        raise DataError("datasets input needs the datasets package: "
+                        "pip install 'rewardkit[io]'") from exc
+    if source.format == "hf":
+        name = source.location[3:]
+        return datasets.load_dataset(name, source.subset, split=source.split or "train")
+    ds = datasets.load_from_disk(source.location)
+    if isinstance(ds, datasets.DatasetDict):
+        if source.split is None:
+            raise DataError(f"{source.location!r} holds splits {list(ds)}; choose one with --split")
+        if source.split not in ds:
+            raise DataError(f"{source.location!r} has no split {source.split!r}; it has {list(ds)}")
+        return ds[source.split]
+    return ds
+
+
+def _maybe_json(value: str | None) -> Any:
+    """CSV cells that hold JSON objects/lists (as we write them) are decoded back."""
+    if value and value[0] in "[{":
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError:
+            return value
+    return value
+
+
+# -- writing ---------------------------------------------------------------------------------
+def dumps(row: Mapping[str, Any]) -> str:
+    return json.dumps(row, ensure_ascii=False, default=str)
+
+
+def write_rows(rows: Iterator[dict[str, Any]], location: str, fmt: str) -> None:
+    """Write all rows to ``location`` in ``fmt`` (atomically: to a temp name, then renamed)."""
+    tmp = f"{location}.tmp-{os.getpid()}"
+    try:
+        if fmt == "jsonl":
+            with open(tmp, "w", encoding="utf-8") as f:
+                for row in rows:
+                    f.write(dumps(row) + "\n")
+        elif fmt == "json":
+            with open(tmp, "w", encoding="utf-8") as f:
+                json.dump(list(rows), f, ensure_ascii=False, default=str, indent=1)
+        elif fmt == "csv":
+            _write_csv(list(rows), tmp)
+        elif fmt == "parquet":
+            import pyarrow as pa
+            import pyarrow.parquet as pq
+
+            pq.write_table(pa.Table.from_pylist(_flat_for_arrow(list(rows))), tmp)
+        elif fmt == "datasets":
+            import datasets
+
+            datasets.Dataset.from_list(_flat_for_arrow(list(rows))).save_to_disk(tmp)
+        else:
+            raise DataError(f"cannot write format {fmt!r}; use jsonl, json, csv, parquet, datasets")
+        if fmt == "datasets" and os.path.isdir(location):
+            import shutil
+
+            shutil.rmtree(location)
+        os.replace(tmp, location)
+    except ImportError as exc:
+        raise DataError(f"writing {fmt} needs an extra: pip install 'rewardkit[io]' ({exc})") from exc
+    finally:
+        if os.path.isdir(tmp):
+            import shutil
+
+            shutil.rmtree(tmp, ignore_errors=True)
+        elif os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def _write_csv(rows: list[dict[str, Any]], path: str) -> None:
+    fields: dict[str, None] = {}
+    for row in rows:
+        fields.update(dict.fromkeys(row))
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=list(fields))
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({k: dumps(v) if isinstance(v, (dict, list)) else v
+                             for k, v in row.items()})
+
+
+def _flat_for_arrow(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Arrow needs one type per column; ``*_info`` objects vary per row, so they are stored as
+    JSON strings (decode with ``json.loads``)."""
+    return [{k: dumps(v) if k.endswith("_info") else v for k, v in row.items()} for row in rows]

@@ -1,0 +1,308 @@
+"""Offline scoring of a dataset: the engine behind ``rewardkit score``.
+
+Loss-free and resumable: scored rows are appended to a JSONL journal and flushed chunk by chunk,
+so a run killed at any moment keeps every row already written. Re-running the same command
+reads the journal, drops a half-written last line, and continues after the last complete row;
+a state file beside the output records which input/reward/fields produced it, so a different
+command cannot silently append to it. For non-JSONL outputs the journal is converted at the end.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections import deque
+from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import asdict, dataclass, field
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+from .dataio import BAD_ROW_KEY, DataError, Source, count_rows, detect_format, dumps, get_field, \
+    read_rows, write_rows
+from .registry import load
+from .scorer import Scorer
+from .summary import Summary
+from .types import Sample, SampleError, Score
+
+
+@dataclass(frozen=True)
+class Fields:
+    """Which input fields hold the prompt, completion and reference (dotted paths work, e.g.
+    ``reward_model.ground_truth`` as verl stores the gold). A missing reference field gives the
+    sample no reference unless ``require_reference`` (set when the user names the field)."""
+
+    prompt: str = "prompt"
+    completion: str = "completion"
+    reference: str | None = "reference"
+    require_reference: bool = False
+
+
+@dataclass(frozen=True)
+class RewardSpec:
+    """A picklable recipe for the scorer, so worker processes can build their own."""
+
+    name_or_config: str
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def build(self) -> Scorer:
+        return load(self.name_or_config, **self.options)
+
+    def describe(self) -> dict[str, Any]:
+        target = self.name_or_config
+        if os.path.exists(target):
+            target = os.path.abspath(target)
+        return {"reward": target, "options": self.options}
+
+
+def row_to_sample(row: dict[str, Any], fields: Fields) -> Sample:
+    """A Sample from an input row; the whole row goes into ``metadata``."""
+    if BAD_ROW_KEY in row:
+        raise SampleError(row[BAD_ROW_KEY])
+    try:
+        completion = get_field(row, fields.completion)
+    except KeyError as exc:
+        raise SampleError(f"{exc.args[0]} (choose the completion field with --completion-field)") from None
+    try:
+        prompt = get_field(row, fields.prompt)
+    except KeyError:
+        prompt = ""
+    reference = None
+    if fields.reference:
+        try:
+            reference = get_field(row, fields.reference)
+        except KeyError as exc:
+            if fields.require_reference:
+                raise SampleError(f"{exc.args[0]} (choose it with --reference-field)") from None
+    return Sample(prompt, completion, reference, row)
+
+
+def reward_info(score: Score) -> dict[str, Any]:
+    """What goes into the ``<field>_info`` column: components, steps, uncertainty, info."""
+    out: dict[str, Any] = dict(score.info)
+    if score.components:
+        out["components"] = score.components
+    if score.steps is not None:
+        out["steps"] = score.steps
+    if score.uncertainty is not None:
+        out["uncertainty"] = score.uncertainty
+    return out
+
+
+def score_rows(scorer: Scorer, rows: list[dict[str, Any]], fields: Fields) -> list[tuple[float, dict]]:
+    """(reward, reward_info) for each row; a bad row gets an error, never an exception."""
+    results: list[tuple[float, dict] | None] = [None] * len(rows)
+    samples: list[Sample] = []
+    index: list[int] = []
+    for i, row in enumerate(rows):
+        try:
+            samples.append(row_to_sample(row, fields))
+            index.append(i)
+        except SampleError as exc:
+            bad = Score.from_error(exc, scorer.error_value)
+            results[i] = (bad.value, reward_info(bad))
+    for i, score in zip(index, scorer.score(samples)):
+        results[i] = (score.value, reward_info(score))
+    return results  # type: ignore[return-value]
+
+
+# -- worker processes ------------------------------------------------------------------------
+_worker: tuple[Scorer, Fields] | None = None
+
+
+def _init_worker(spec: RewardSpec, fields: Fields) -> None:
+    global _worker
+    _worker = (spec.build(), fields)
+
+
+def _score_in_worker(rows: list[dict[str, Any]]) -> list[tuple[float, dict]]:
+    assert _worker is not None
+    return score_rows(_worker[0], rows, _worker[1])
+
+
+# -- the run ---------------------------------------------------------------------------------
+@dataclass
+class ScoreJob:
+    """One ``rewardkit score`` run. See :func:`run`."""
+
+    input: str
+    output: str
+    reward: RewardSpec
+    fields: Fields = Fields()
+    input_format: str | None = None
+    output_format: str | None = None
+    split: str | None = None
+    subset: str | None = None
+    output_field: str = "reward"
+    workers: int = 1
+    chunk_size: int = 256
+    overwrite: bool = False
+    progress: bool = True
+
+    def identity(self) -> dict[str, Any]:
+        loc = self.input if self.input.startswith("hf:") else os.path.abspath(self.input)
+        return {"input": loc, "split": self.split, "subset": self.subset,
+                "reward": self.reward.describe(), "fields": asdict(self.fields),
+                "output_field": self.output_field}
+
+
+def _sidecar(output: str, suffix: str) -> Path:
+    p = Path(output)
+    return p.with_name(f".{p.name}.{suffix}")
+
+
+def _chunks(rows: Iterator[dict[str, Any]], size: int, fields: Fields) -> Iterator[list[dict]]:
+    """Chunks of about ``size`` rows, cut only where the prompt changes so that the completions
+    of one prompt (a GRPO group) stay together for group normalisation."""
+    def key(row: dict) -> str:
+        p = row.get(fields.prompt)
+        return p if isinstance(p, str) else repr(p)
+
+    chunk: list[dict] = []
+    for row in rows:
+        if len(chunk) >= size and (key(row) != key(chunk[-1]) or len(chunk) >= 8 * size):
+            yield chunk
+            chunk = []
+        chunk.append(row)
+    if chunk:
+        yield chunk
+
+
+def _read_journal(journal: Path, summary: Summary, field_name: str) -> int:
+    """Count complete rows in the journal (feeding the summary) and cut a half-written tail."""
+    if not journal.exists():
+        return 0
+    done = 0
+    good_bytes = 0
+    with open(journal, "rb") as f:
+        for line in f:
+            if not line.endswith(b"\n"):
+                break
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                break
+            summary.add(row.get(field_name), (row.get(f"{field_name}_info") or {}))
+            done += 1
+            good_bytes += len(line)
+    if good_bytes != journal.stat().st_size:
+        with open(journal, "r+b") as f:
+            f.truncate(good_bytes)
+    return done
+
+
+def run(job: ScoreJob, log: Any = sys.stderr) -> Summary:
+    """Score every input row into the output; returns the summary of the whole output."""
+    out_fmt = detect_format(job.output, job.output_format, output=True)
+    if out_fmt == "hf":
+        raise DataError("cannot write to the hub; choose an output file or folder")
+    source = Source(job.input, detect_format(job.input, job.input_format), job.split, job.subset)
+    if source.format != "hf" and not os.path.exists(source.location):
+        raise DataError(f"input {job.input!r} does not exist")
+    journal = Path(job.output) if out_fmt == "jsonl" else _sidecar(job.output, "partial.jsonl")
+    state_path = _sidecar(job.output, "rewardkit-state.json")
+    identity = job.identity()
+
+    if job.overwrite:
+        for p in (journal, state_path):
+            p.unlink(missing_ok=True)
+        if os.path.isfile(job.output):
+            os.remove(job.output)
+    if state_path.exists():
+        state = json.loads(state_path.read_text())
+        if state.get("identity") != identity:
+            raise DataError(
+                f"{job.output!r} was written by a different run (input, reward, options or fields "
+                "differ); pass --overwrite to start again or choose another output"
+            )
+        if state.get("complete"):
+            summary = Summary(job.reward.name_or_config)
+            for row in read_rows(Source(job.output, out_fmt)):
+                info = row.get(f"{job.output_field}_info") or {}
+                summary.add(row.get(job.output_field),
+                            json.loads(info) if isinstance(info, str) else info)
+            summary.already_complete = True
+            return summary
+    elif os.path.exists(job.output):
+        raise DataError(
+            f"output {job.output!r} already exists and was not written by rewardkit score; "
+            "pass --overwrite to replace it"
+        )
+    Path(job.output).parent.mkdir(parents=True, exist_ok=True)
+    state_path.write_text(json.dumps({"identity": identity, "complete": False}))
+
+    summary = Summary(job.reward.name_or_config)
+    done = _read_journal(journal, summary, job.output_field)
+    summary.resumed = done
+    scorer = job.reward.build() if job.workers <= 1 else None
+    total = count_rows(source) if job.progress else None
+    rows = read_rows(source)
+    for _ in range(done):
+        next(rows, None)
+
+    bar = None
+    if job.progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=total, initial=done, unit="rows", desc="scoring", file=log,
+                   dynamic_ncols=True, smoothing=0.1)
+    start = time.perf_counter()
+    pool = None
+    try:
+        with open(journal, "a", encoding="utf-8") as out:
+            def emit(chunk: list[dict], results: list[tuple[float, dict]]) -> None:
+                lines = []
+                for row, (value, info) in zip(chunk, results):
+                    summary.add(value, info)
+                    row = {k: v for k, v in row.items() if k != BAD_ROW_KEY}
+                    row[job.output_field] = value
+                    row[f"{job.output_field}_info"] = info
+                    lines.append(dumps(row))
+                out.write("\n".join(lines) + "\n")
+                out.flush()
+                if bar is not None:
+                    bar.update(len(chunk))
+
+            chunks = _chunks(rows, job.chunk_size, job.fields)
+            if scorer is not None:
+                for chunk in chunks:
+                    emit(chunk, score_rows(scorer, chunk, job.fields))
+            else:
+                pool = ProcessPoolExecutor(job.workers, mp_context=get_context("spawn"),
+                                           initializer=_init_worker,
+                                           initargs=(job.reward, job.fields))
+                _run_pool(pool, chunks, job.workers * 2, emit)
+    finally:
+        if bar is not None:
+            bar.close()
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
+        if scorer is not None:
+            scorer.close()
+    summary.elapsed_s = time.perf_counter() - start
+    if out_fmt != "jsonl":
+        write_rows(_journal_rows(journal), job.output, out_fmt)
+        journal.unlink()
+    state_path.write_text(json.dumps({"identity": identity, "complete": True}))
+    return summary
+
+
+def _run_pool(pool: ProcessPoolExecutor, chunks: Iterable[list[dict]], window: int,
+              emit: Any) -> None:
+    """Keep ``window`` chunks in flight and emit results in input order."""
+    pending: deque[tuple[list[dict], Future]] = deque()
+    for chunk in chunks:
+        pending.append((chunk, pool.submit(_score_in_worker, chunk)))
+        if len(pending) >= window:
+            c, fut = pending.popleft()
+            emit(c, fut.result())
+    while pending:
+        c, fut = pending.popleft()
+        emit(c, fut.result())
+
+
+def _journal_rows(journal: Path) -> Iterator[dict[str, Any]]:
+    with open(journal, encoding="utf-8") as f:
+        for line in f:
+            yield json.loads(line)
