@@ -22,6 +22,11 @@ def _parse_option(text: str) -> tuple[str, Any]:
         parsed = yaml.safe_load(value) if value else ""
     except yaml.YAMLError:
         parsed = value
+    if isinstance(parsed, str):  # YAML 1.1 reads 1e-3 as a string
+        try:
+            parsed = float(parsed)
+        except ValueError:
+            pass
     return key.strip(), parsed
 
 
