@@ -78,6 +78,7 @@ def test_unknown_data_source_error_lists_the_mapping_and_the_fixes():
     assert "'my/private_set'" in message
     assert "openai/gsm8k -> math" in message and "codecontests -> code" in message
     assert "extra_info['reward']" in message and CONFIG_ENV in message
+    assert "reward_kwargs.reward_config" in message
 
 
 @pytest.mark.parametrize("source, reward", [
@@ -117,8 +118,21 @@ def test_env_config_without_a_reward_is_a_clear_error(tmp_path, monkeypatch):
     path = tmp_path / "empty.yaml"
     path.write_text("train: {steps: 3}\n")
     monkeypatch.setenv(CONFIG_ENV, str(path))
-    with pytest.raises(ConfigError, match=f"{CONFIG_ENV}=.*names no reward"):
+    with pytest.raises(ConfigError, match=r"empty\.yaml: the file names no reward"):
         compute_score("x", "a", "a")
+
+
+def test_reward_config_from_verl_reward_kwargs_overrides_the_env_file(tmp_path, monkeypatch):
+    env_file = tmp_path / "env.yaml"
+    env_file.write_text("reward: exact_match\n")
+    kw_file = tmp_path / "kw.yaml"
+    kw_file.write_text("reward: regex\noptions: {pattern: '^4$'}\n")
+    monkeypatch.setenv(CONFIG_ENV, str(env_file))
+    assert compute_score("x", "4", "5")["score"] == 0.0  # exact_match from the env file
+    # verl merges custom_reward_function.reward_kwargs into every call
+    assert compute_score("x", "4", "5", None, reward_config=str(kw_file))["score"] == 1.0
+    out = compute_score_batch(["x", "y"], ["4", "5"], ["0", "0"], reward_config=str(kw_file))
+    assert [r["score"] for r in out] == [1.0, 0.0]
 
 
 def test_bad_sample_gets_an_error_and_keeps_the_same_keys():

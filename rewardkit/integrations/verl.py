@@ -15,8 +15,9 @@ Which reward scores a row is decided, first match wins, by:
 
 1. ``extra_info["reward"]``: a reward name (options in ``extra_info["reward_options"]``) or a
    config mapping, for datasets that mix tasks;
-2. the file named by the environment variable ``REWARDKIT_VERL_CONFIG`` (YAML/TOML/JSON): its
-   ``data_sources:`` section maps data-source patterns to reward specs, and its reward (a
+2. a reward config file (YAML/TOML/JSON) named by ``custom_reward_function.reward_kwargs``
+   ``reward_config`` in verl's config, else by the environment variable ``REWARDKIT_VERL_CONFIG``:
+   its ``data_sources:`` section maps data-source patterns to reward specs, and its reward (a
    ``reward:``/``rewards:`` section, as for ``rewardkit score --config``) scores every other row;
 3. :data:`DATA_SOURCE_REWARDS`, the built-in mapping of well-known data sources.
 
@@ -73,7 +74,7 @@ RESERVED_KEYS = ("score", "error")
 reported as ``<name>_component``."""
 
 _scorers: dict[str, Scorer] = {}
-_file_config: dict[str, Any] = {}
+_file_configs: dict[str, dict[str, Any]] = {}
 _lock = threading.Lock()
 
 
@@ -82,7 +83,8 @@ class UnmappedDataSourceError(ValueError):
 
 
 def compute_score(data_source: str, solution_str: str, ground_truth: Any,
-                  extra_info: Mapping[str, Any] | None = None, **verl_kwargs: Any) -> dict[str, Any]:
+                  extra_info: Mapping[str, Any] | None = None, reward_config: str | None = None,
+                  **verl_kwargs: Any) -> dict[str, Any]:
     """Score one verl rollout with the rewardkit reward chosen for its data source.
 
     Args:
@@ -92,8 +94,11 @@ def compute_score(data_source: str, solution_str: str, ground_truth: Any,
         extra_info: the row's ``extra_info``; may choose the reward (``"reward"``,
             ``"reward_options"``); ``"question"`` or ``"prompt"``, if present, becomes the
             Sample's prompt; the whole mapping and the data source go into ``metadata``.
-        **verl_kwargs: extras some verl versions pass (``sandbox_fusion_url``, semaphores,
-            ``reward_kwargs`` from the config); accepted and not used.
+        reward_config: path of a reward config file; verl passes it from
+            ``custom_reward_function.reward_kwargs.reward_config``. It reaches every worker, which
+            an environment variable set on the driver may not. Overrides ``REWARDKIT_VERL_CONFIG``.
+        **verl_kwargs: extras some verl versions pass (``sandbox_fusion_url``, semaphores);
+            accepted and not used.
 
     Returns:
         ``{"score": value, <component>: value, ..., "error": message}``. ``"score"`` is the
@@ -102,13 +107,14 @@ def compute_score(data_source: str, solution_str: str, ground_truth: Any,
         collects every key of every sample into per-key lists that must all be the batch's length.
         A sample that could not be scored gets the reward's ``error_value`` (default 0.0).
     """
-    return compute_score_batch([data_source], [solution_str], [ground_truth], [extra_info])[0]
+    return compute_score_batch([data_source], [solution_str], [ground_truth], [extra_info],
+                               reward_config=reward_config)[0]
 
 
 def compute_score_batch(data_sources: Sequence[str], solution_strs: Sequence[str],
                         ground_truths: Sequence[Any],
                         extra_infos: Sequence[Mapping[str, Any] | None] | None = None,
-                        **verl_kwargs: Any) -> list[dict[str, Any]]:
+                        reward_config: str | None = None, **verl_kwargs: Any) -> list[dict[str, Any]]:
     """Score a whole verl batch; for ``reward_model.reward_manager=batch``.
 
     Rows are grouped by the reward that scores them and each group is scored in one
@@ -125,7 +131,7 @@ def compute_score_batch(data_sources: Sequence[str], solution_strs: Sequence[str
     groups: dict[str, list[int]] = {}
     scorers: dict[str, Scorer] = {}
     for i in range(n):
-        spec = reward_spec(data_sources[i], infos[i])
+        spec = reward_spec(data_sources[i], infos[i], reward_config)
         key = _spec_key(spec)
         if key not in scorers:
             scorers[key] = _scorer(key, spec)
@@ -139,7 +145,8 @@ def compute_score_batch(data_sources: Sequence[str], solution_strs: Sequence[str
     return results
 
 
-def reward_spec(data_source: str, extra_info: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def reward_spec(data_source: str, extra_info: Mapping[str, Any] | None = None,
+                reward_config: str | None = None) -> dict[str, Any]:
     """The reward spec (``{"reward": name, "options": {...}}`` or a composition config) that
     scores a row, following the order in the module docstring."""
     if isinstance(extra_info, Mapping) and extra_info.get("reward") is not None:
@@ -159,10 +166,10 @@ def reward_spec(data_source: str, extra_info: Mapping[str, Any] | None = None) -
             f"{type(chosen).__name__}"
         )
     source = str(data_source)
-    config = _config_from_env()
+    config = _config_file(reward_config or os.environ.get(CONFIG_ENV))
     for pattern, spec in config.get("data_sources", {}).items():
         if fnmatch.fnmatchcase(source.lower(), str(pattern).lower()):
-            return _as_spec(spec, f"{os.environ.get(CONFIG_ENV)}: data_sources.{pattern}")
+            return _as_spec(spec, f"{config['path']}: data_sources.{pattern}")
     if config.get("reward") is not None:
         return dict(config["reward"])
     for pattern, spec in DATA_SOURCE_REWARDS:
@@ -187,7 +194,7 @@ def clear_cache() -> None:
         for scorer in _scorers.values():
             scorer.close()
         _scorers.clear()
-        _file_config.clear()
+        _file_configs.clear()
 
 
 def _sample(data_source: str, solution: str, ground_truth: Any,
@@ -235,25 +242,21 @@ def _as_spec(spec: Any, where: str) -> dict[str, Any]:
     raise ValueError(f"{where}: a reward spec is a reward name or a mapping, got {spec!r}")
 
 
-def _config_from_env() -> dict[str, Any]:
-    """The parsed ``REWARDKIT_VERL_CONFIG`` file: ``data_sources`` (pattern → spec) and
-    ``reward`` (the spec for every other row, or None). Read once per process and path."""
-    path = os.environ.get(CONFIG_ENV)
+def _config_file(path: str | None) -> dict[str, Any]:
+    """The parsed reward config file: ``data_sources`` (pattern → spec) and ``reward`` (the spec
+    for every other row, or None). Read once per process and path."""
     if not path:
         return {}
     with _lock:
-        if _file_config.get("path") == path:
-            return _file_config
+        if path in _file_configs:
+            return _file_configs[path]
     from rewardkit.compose import ConfigError, read_config_file
 
-    try:
-        data = read_config_file(Path(path))
-    except ConfigError as exc:
-        raise ConfigError(f"{CONFIG_ENV}={path}: {exc}") from exc
+    data = read_config_file(Path(path))  # its errors name the file
     sources = data.pop("data_sources", None) or {}
     if not isinstance(sources, Mapping):
         raise ConfigError(
-            f"{CONFIG_ENV}={path}: data_sources must map data-source patterns to rewards, e.g. "
+            f"reward config {path}: data_sources must map data-source patterns to rewards, e.g. "
             "data_sources: {'openai/gsm8k': math}"
         )
     for key in ("train", "serve", "score"):
@@ -268,13 +271,12 @@ def _config_from_env() -> dict[str, Any]:
         reward = None
     if not sources and reward is None:
         raise ConfigError(
-            f"{CONFIG_ENV}={path}: the file names no reward; give a `reward:`/`rewards:` "
+            f"reward config {path}: the file names no reward; give a `reward:`/`rewards:` "
             "section, a `data_sources:` mapping, or both"
         )
     config = {"path": path, "data_sources": dict(sources), "reward": reward}
     with _lock:
-        _file_config.clear()
-        _file_config.update(config)
+        _file_configs[path] = config
     return config
 
 
@@ -282,7 +284,8 @@ def _unmapped_message(source: str) -> str:
     mapping = ", ".join(f"{p} -> {s['reward']}" for p, s in DATA_SOURCE_REWARDS)
     return (
         f"no rewardkit reward is mapped to data_source {source!r}. Built-in mapping: {mapping}. "
-        f"Name the reward per row in extra_info['reward'], or point {CONFIG_ENV} at a YAML/TOML "
+        f"Name the reward per row in extra_info['reward'], or point "
+        f"custom_reward_function.reward_kwargs.reward_config (or {CONFIG_ENV}) at a YAML/TOML "
         "file with a `reward:` section (for every row) or a `data_sources:` mapping "
         f"(e.g. data_sources: {{'{source}': exact_match}})."
     )
