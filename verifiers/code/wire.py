@@ -1,0 +1,131 @@
+"""Plain data over a socket: the only thing that crosses between the candidate and the judge.
+
+Why a codec of our own: ``pickle`` runs code chosen by the sender and ``marshal`` builds code
+objects and is documented as unsafe on crafted input. The trusted side must only ever hold
+builtin plain data that the candidate sent, so that no object with a forged ``__eq__`` (the
+"AlwaysEqual" trick) can reach a test. JSON (C-accelerated, safe on any input) carries a
+tagged tree of the builtin types: None, bool, int, float, complex, str, bytes, list, tuple,
+dict, set and frozenset. Anything else fails to encode, and the decoder only builds those types.
+
+This module is also shipped, as source, into the sandbox next to the candidate, so it uses the
+standard library only.
+"""
+import base64
+import json
+import socket
+import struct
+
+MAX_MESSAGE_BYTES = 64 << 20
+_HEADER = struct.Struct(">I")
+_SAFE_INT = 1 << 53
+
+
+class WireError(ValueError):
+    """A message is not plain data, is malformed, or the peer hung up."""
+
+
+def to_tree(value, _depth=0):
+    """``value`` as a JSON-ready tree; :class:`WireError` if it holds a non-builtin type."""
+    if _depth > 200:
+        raise WireError("value nested too deeply (over 200 levels)")
+    kind = type(value)
+    if value is None or kind is bool or kind is str or kind is float:
+        return value
+    if kind is int:
+        # Big ints travel as hex: decimal strings past 4300 digits are refused by int().
+        return value if -_SAFE_INT < value < _SAFE_INT else {"i": format(value, "x")}
+    d = _depth + 1
+    if kind is list:
+        return [to_tree(v, d) for v in value]
+    if kind is tuple:
+        return {"t": [to_tree(v, d) for v in value]}
+    if kind is dict:
+        return {"d": [[to_tree(k, d), to_tree(v, d)] for k, v in value.items()]}
+    if kind is set:
+        return {"s": [to_tree(v, d) for v in value]}
+    if kind is frozenset:
+        return {"f": [to_tree(v, d) for v in value]}
+    if kind is bytes:
+        return {"b": base64.b64encode(value).decode("ascii")}
+    if kind is complex:
+        return {"c": [value.real, value.imag]}
+    raise WireError(f"a {kind.__name__} is not plain data (only builtin types may be returned)")
+
+
+def from_tree(tree, _depth=0):
+    """The builtin value a tree describes; only builtin types are ever built."""
+    if _depth > 200:
+        raise WireError("value nested too deeply (over 200 levels)")
+    kind = type(tree)
+    if tree is None or kind is bool or kind is str or kind is float or kind is int:
+        return tree
+    d = _depth + 1
+    if kind is list:
+        return [from_tree(v, d) for v in tree]
+    if kind is dict and len(tree) == 1:
+        (tag, body), = tree.items()
+        try:
+            if tag == "i" and type(body) is str:
+                return int(body, 16)
+            if tag == "t" and type(body) is list:
+                return tuple(from_tree(v, d) for v in body)
+            if tag == "d" and type(body) is list:
+                return {from_tree(k, d): from_tree(v, d) for k, v in body}
+            if tag == "s" and type(body) is list:
+                return {from_tree(v, d) for v in body}
+            if tag == "f" and type(body) is list:
+                return frozenset(from_tree(v, d) for v in body)
+            if tag == "b" and type(body) is str:
+                return base64.b64decode(body.encode("ascii"), validate=True)
+            if tag == "c" and type(body) is list and len(body) == 2:
+                return complex(float(body[0]), float(body[1]))
+        except WireError:
+            raise
+        except (TypeError, ValueError) as exc:
+            raise WireError(f"malformed {tag!r} value: {exc}") from None
+    raise WireError(f"malformed value of type {kind.__name__}")
+
+
+def encode(message):
+    """One framed message: a 4-byte length, then the JSON text."""
+    body = json.dumps(message, separators=(",", ":")).encode("utf-8")
+    if len(body) > MAX_MESSAGE_BYTES:
+        raise WireError(f"message of {len(body)} bytes exceeds {MAX_MESSAGE_BYTES}")
+    return _HEADER.pack(len(body)) + body
+
+
+def send_msg(sock, message):
+    sock.sendall(encode(message))
+
+
+def _recv_exact(sock, n):
+    buf = bytearray(n)
+    view = memoryview(buf)
+    got = 0
+    while got < n:
+        k = sock.recv_into(view[got:], n - got)
+        if k == 0:
+            raise WireError("the peer closed the channel")
+        got += k
+    return bytes(buf)
+
+
+def recv_msg(sock, max_bytes=MAX_MESSAGE_BYTES):
+    """One message from ``sock``. ``socket.timeout`` propagates; anything malformed, too big or
+    cut short raises :class:`WireError`."""
+    try:
+        (size,) = _HEADER.unpack(_recv_exact(sock, _HEADER.size))
+        if size > max_bytes:
+            raise WireError(f"message of {size} bytes exceeds the {max_bytes}-byte limit")
+        body = _recv_exact(sock, size)
+    except socket.timeout:
+        raise
+    except OSError as exc:
+        raise WireError(f"channel error: {exc}") from None
+    try:
+        message = json.loads(body)
+    except (ValueError, RecursionError) as exc:
+        raise WireError(f"malformed message: {type(exc).__name__}") from None
+    if type(message) is not dict:
+        raise WireError("malformed message: not an object")
+    return message
