@@ -1,0 +1,390 @@
+"""The fork server: a pre-started Python inside the sandbox's namespaces that forks one fresh,
+locked-down child per run.
+
+Started by :mod:`rewardkit.sandboxes.forkserver` as ``python -I _zygote.py FD`` with a clean
+environment; FD is a ``SOCK_SEQPACKET`` control socket to the host. It
+
+1. enters new mount/network/PID/IPC/UTS namespaces (each tried alone; the outcome is reported);
+2. becomes PID 1 of the new PID namespace (so every process a run leaves behind is reparented
+   to it, reaped, and killed when it exits), with a read-only file system except the base dir;
+3. imports commonly used modules once, then ``gc.freeze()``s them so forks share their pages;
+4. per ``run`` message, forks a child that takes the stdin/stdout/stderr (and channel) descriptors
+   sent by the host, enters its private directory, sets rlimits, drops to its own uid (one per
+   concurrent run) and ``no_new_privs``, clears the environment, and then either runs Python
+   source in that fresh fork (a new ``__main__``; nothing persists between runs because every run
+   is a new fork of the same clean parent) or execs the language's command;
+5. enforces the wall-time limit, and when a run ends kills every process of its uid.
+
+The server never reads program sources, stdin or tests: it only sees paths and limits, so no
+run's data can linger in its memory for a later fork to find. Standard library only.
+"""
+import gc
+import json
+import math
+import os
+import resource
+import selectors
+import signal
+import socket
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import _jail  # noqa: E402
+import _libc as libc  # noqa: E402
+
+sys.path.remove(HERE)
+
+MB = 1 << 20
+ERR_FD = 1000  # where a child keeps its setup-error pipe while it rearranges descriptors
+
+
+def send(sock, obj):
+    sock.send(json.dumps(obj).encode())
+
+
+def recv(sock):
+    data, fds, _flags, _addr = socket.recv_fds(sock, 1 << 20, 8)
+    if not data:
+        return None, fds
+    return json.loads(data), fds
+
+
+# -- setup ----------------------------------------------------------------------------------------
+NAMESPACES = (("mount", libc.CLONE_NEWNS), ("net", libc.CLONE_NEWNET), ("pid", libc.CLONE_NEWPID),
+              ("ipc", libc.CLONE_NEWIPC), ("uts", libc.CLONE_NEWUTS))
+
+
+def enter_namespaces(config, caps):
+    """unshare each namespace on its own, so the report says exactly which ones took."""
+    for name, flag in NAMESPACES:
+        try:
+            libc.unshare(flag)
+            caps["namespaces"][name] = True
+        except OSError as exc:
+            caps["namespaces"][name] = False
+            caps["errors"].append(f"{name} namespace: {exc}")
+
+
+def become_init(caps):
+    """After unshare(CLONE_NEWPID) only children land in the new namespace: fork once, the
+    child is PID 1 there and serves; this process waits and exits with it."""
+    pid = os.fork()
+    if pid:
+        signal.signal(signal.SIGTERM, lambda *_: os.kill(pid, signal.SIGKILL))
+        _, status = os.waitpid(pid, 0)
+        os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
+    libc.prctl(libc.PR_SET_PDEATHSIG, signal.SIGKILL)
+    caps["pid1"] = os.getpid() == 1
+
+
+def probe_network(caps):
+    """Check the claim: with no interface up, even loopback must be unreachable."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.settimeout(0.5)
+    try:
+        err = s.connect_ex(("127.0.0.1", 9))
+    finally:
+        s.close()
+    caps["network_blocked"] = err in (101, 99)  # ENETUNREACH / EADDRNOTAVAIL
+
+
+def setup(config):
+    caps = {"namespaces": {n: False for n, _ in NAMESPACES}, "errors": [], "pid1": False,
+            "filesystem": None, "uid_drop": False, "network_blocked": False}
+    is_root = os.geteuid() == 0
+    if config["isolation"] != "none":
+        if is_root:
+            enter_namespaces(config, caps)
+        else:
+            caps["errors"].append("not root: namespaces need CAP_SYS_ADMIN")
+    if caps["namespaces"]["pid"]:
+        become_init(caps)
+    else:
+        libc.prctl(libc.PR_SET_CHILD_SUBREAPER, 1)
+    if caps["namespaces"]["mount"]:
+        try:
+            caps["filesystem"] = _jail.build_filesystem(
+                config["base"], config["hide"], config["expose"], caps["namespaces"]["pid"])
+        except OSError as exc:
+            caps["errors"].append(f"filesystem: {exc}")
+    if caps["namespaces"]["uts"]:
+        socket.sethostname("sandbox")
+    if caps["namespaces"]["net"]:
+        probe_network(caps)
+    caps["uid_drop"] = is_root and bool(config["uids"])
+    return caps
+
+
+# -- one run (in the forked child) ---------------------------------------------------------------
+def child(msg, fds, err_w):
+    try:
+        os.setsid()
+        signal.set_wakeup_fd(-1)
+        for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        os.dup2(err_w, ERR_FD, inheritable=False)
+        high = [os.dup(fd) for fd in fds]  # dup first: a received fd may sit on a target number
+        for target, fd in enumerate(high):
+            os.dup2(fd, target)
+        os.closerange(len(high), ERR_FD)
+        os.closerange(ERR_FD + 1, 1 << 16)
+        os.chdir(msg["dir"])
+        lim = msg["limits"]
+        cpu = max(1, math.ceil(lim["cpu_s"]))
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+        if msg["limit_address_space"]:
+            resource.setrlimit(resource.RLIMIT_AS, (lim["memory_mb"] * MB,) * 2)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (lim["max_file_mb"] * MB,) * 2)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (lim["max_open_files"],) * 2)
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        if msg.get("uid") is not None:
+            # NPROC counts per real uid: meaningful only once the run has a uid of its own.
+            resource.setrlimit(resource.RLIMIT_NPROC, (lim["max_processes"],) * 2)
+            os.setgroups([])
+            os.setresgid(msg["gid"], msg["gid"], msg["gid"])
+            os.setresuid(msg["uid"], msg["uid"], msg["uid"])
+        libc.prctl(libc.PR_SET_NO_NEW_PRIVS, 1)
+        os.environ.clear()
+        os.environ.update(msg["env"])
+        if msg["mode"] == "exec":
+            for sig in (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGINT):
+                signal.signal(sig, signal.SIG_DFL)
+            os.execve(msg["argv"][0], msg["argv"], msg["env"])
+        os.close(ERR_FD)
+    except BaseException as exc:  # report to the server, never run the program half set up
+        try:
+            os.write(ERR_FD, f"{type(exc).__name__}: {exc}".encode()[:4000])
+        finally:
+            os._exit(127)
+    run_python(msg["script"], msg["args"])
+
+
+def run_python(path, args):
+    """Run ``path`` as ``__main__`` the way ``python path`` would, then exit like it would."""
+    import atexit
+    import builtins
+    import io
+    import types
+
+    sys.stdin = sys.__stdin__ = io.TextIOWrapper(
+        io.BufferedReader(io.FileIO(0, "r", closefd=False)), encoding="utf-8")
+    sys.stdout = sys.__stdout__ = io.TextIOWrapper(
+        io.BufferedWriter(io.FileIO(1, "w", closefd=False)), encoding="utf-8")
+    sys.stderr = sys.__stderr__ = io.TextIOWrapper(
+        io.BufferedWriter(io.FileIO(2, "w", closefd=False)), encoding="utf-8",
+        errors="backslashreplace", line_buffering=True)
+    main = types.ModuleType("__main__")
+    main.__file__ = os.path.abspath(path)
+    main.__builtins__ = builtins
+    sys.modules["__main__"] = main
+    sys.argv = [path, *args]
+    sys.path.insert(0, os.getcwd())
+    code = 0
+    try:
+        with open(path, "rb") as fh:
+            source = fh.read()
+        exec(compile(source, main.__file__, "exec"), main.__dict__)
+    except SystemExit as exc:
+        code = _exit_code(exc)
+    except BaseException as exc:  # an uncaught error: print it like the interpreter does
+        tb = exc.__traceback__.tb_next if exc.__traceback__ else None  # hide this frame
+        try:
+            sys.excepthook(type(exc), exc.with_traceback(tb), tb)
+        except BaseException:
+            pass
+        code = 1
+    if "threading" in sys.modules:
+        try:
+            sys.modules["threading"]._shutdown()
+        except BaseException:
+            pass
+    try:
+        atexit._run_exitfuncs()
+    except SystemExit as exc:
+        code = _exit_code(exc)
+    except BaseException:
+        pass
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BaseException:
+            code = code or 120
+    os._exit(code)
+
+
+def _exit_code(exc):
+    if exc.code is None:
+        return 0
+    if isinstance(exc.code, int):
+        return exc.code & 0xFF
+    try:
+        print(exc.code, file=sys.stderr)
+    except BaseException:
+        pass
+    return 1
+
+
+# -- the server loop ------------------------------------------------------------------------------
+class Run:
+    __slots__ = ("id", "pid", "uid", "start", "deadline", "reason", "err_r")
+
+    def __init__(self, run_id, pid, uid, wall_s, err_r):
+        self.id, self.pid, self.uid, self.err_r = run_id, pid, uid, err_r
+        self.start = time.monotonic()
+        self.deadline = self.start + wall_s
+        self.reason = None
+
+
+def _live_pids_of(uid):
+    pids = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            if os.stat(f"/proc/{name}").st_uid != uid:
+                continue
+            with open(f"/proc/{name}/stat", "rb") as fh:
+                state = fh.read().rsplit(b")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state not in (b"Z", b"X"):
+            pids.append(int(name))
+    return pids
+
+
+def kill_run(run):
+    """Kill every process of the run. With a uid of its own, a helper that takes that uid sends
+    kill(-1, SIGKILL): the kernel signals all processes of the uid in one pass, which a fork bomb
+    cannot outrun (a process with SIGKILL pending cannot fork). Without one, its process group."""
+    if run.uid is None:
+        try:
+            os.killpg(run.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        return
+    for _ in range(100):
+        if not _live_pids_of(run.uid):
+            return
+        helper = os.fork()
+        if helper == 0:
+            try:
+                os.setresuid(run.uid, run.uid, run.uid)
+                for _ in range(50):
+                    os.kill(-1, signal.SIGKILL)
+            except BaseException:
+                pass
+            os._exit(0)
+        os.waitpid(helper, 0)
+        time.sleep(0.0005)
+
+
+class Server:
+    def __init__(self, sock, caps):
+        self.sock = sock
+        self.caps = caps
+        self.runs = {}
+        self.by_id = {}
+        self.sel = selectors.DefaultSelector()
+        self.wake_r, self.wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        signal.set_wakeup_fd(self.wake_w)
+        signal.signal(signal.SIGCHLD, lambda *_: None)
+        self.sel.register(sock, selectors.EVENT_READ)
+        self.sel.register(self.wake_r, selectors.EVENT_READ)
+
+    def serve(self):
+        while True:
+            now = time.monotonic()
+            pending = [r.deadline for r in self.runs.values() if r.reason is None]
+            timeout = min(pending, default=now + 60) - now
+            for key, _ in self.sel.select(max(0.0, timeout)):
+                if key.fileobj is self.sock:
+                    msg, fds = recv(self.sock)
+                    if msg is None:
+                        return
+                    self.handle(msg, fds)
+                else:
+                    try:
+                        while os.read(self.wake_r, 4096):
+                            pass
+                    except BlockingIOError:
+                        pass
+            self.reap()
+            now = time.monotonic()
+            for run in list(self.runs.values()):
+                if run.deadline <= now and run.reason is None:
+                    run.reason = "timeout"
+                    kill_run(run)
+
+    def handle(self, msg, fds):
+        if msg["op"] == "run":
+            self.start(msg, fds)
+        elif msg["op"] == "kill":
+            run = self.by_id.get(msg["id"])
+            if run is not None:
+                run.reason = run.reason or msg.get("reason", "killed")
+                kill_run(run)
+        for fd in fds:
+            os.close(fd)
+
+    def start(self, msg, fds):
+        err_r, err_w = os.pipe2(os.O_CLOEXEC)
+        pid = os.fork()
+        if pid == 0:
+            self.sock.close()
+            child(msg, fds, err_w)
+        os.close(err_w)
+        run = Run(msg["id"], pid, msg.get("uid"), msg["limits"]["wall_s"], err_r)
+        self.runs[pid] = run
+        self.by_id[run.id] = run
+
+    def reap(self):
+        while True:
+            try:
+                pid, status, usage = os.wait4(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            run = self.runs.pop(pid, None)
+            if run is not None:
+                self.finish(run, status, usage)
+
+    def finish(self, run, status, usage):
+        wall = time.monotonic() - run.start
+        kill_run(run)  # daemons and stragglers die with the run
+        self.by_id.pop(run.id, None)
+        setup_error = os.read(run.err_r, 4096).decode("utf-8", "replace") or None
+        os.close(run.err_r)
+        code = os.waitstatus_to_exitcode(status)
+        send(self.sock, {
+            "op": "done", "id": run.id, "exit_code": code if code >= 0 else None,
+            "signal": -code if code < 0 else None, "wall_s": wall,
+            "cpu_s": usage.ru_utime + usage.ru_stime, "maxrss_kb": usage.ru_maxrss,
+            "reason": run.reason, "setup_error": setup_error})
+
+
+def main():
+    sock = socket.socket(fileno=int(sys.argv[1]))
+    libc.prctl(libc.PR_SET_PDEATHSIG, signal.SIGKILL)
+    config, _ = recv(sock)
+    if config is None or os.getppid() != config["host_pid"]:
+        os._exit(1)
+    caps = setup(config)
+    for name in config["preload"]:
+        try:
+            __import__(name)
+        except Exception:
+            pass
+    gc.collect()
+    gc.freeze()  # forks then share the preloaded objects instead of copying them on first GC
+    send(sock, {"op": "ready", "caps": caps, "pid": os.getpid()})
+    if config["isolation"] == "namespaces" and (caps["errors"] or not all(caps["namespaces"].values())):
+        return
+    Server(sock, caps).serve()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,95 @@
+"""What protection a run actually gets on this machine, as data and as a report.
+
+Every claim comes from what the fork server observed while setting itself up (which
+``unshare`` calls succeeded, whether loopback is unreachable, whether the uid drop is possible),
+never from what the code would try: a protection that failed is reported as absent.
+"""
+from __future__ import annotations
+
+import os
+import platform
+from typing import Any
+
+from .languages import available_languages
+
+
+def describe(server_caps: dict, isolation: str) -> dict[str, Any]:
+    """Turn the fork server's setup report into the public capabilities dict."""
+    ns = dict(server_caps.get("namespaces", {}))
+    fs = server_caps.get("filesystem") or {}
+    uid_drop = bool(server_caps.get("uid_drop"))
+    return {
+        "platform": f"{platform.system()} {platform.release()}",
+        "isolation": isolation,
+        "running_as_root": os.geteuid() == 0,
+        "namespaces": {"mount": bool(ns.get("mount")), "network": bool(ns.get("net")),
+                       "pid": bool(ns.get("pid")), "ipc": bool(ns.get("ipc")),
+                       "uts": bool(ns.get("uts")), "user": False},
+        "network_blocked": bool(server_caps.get("network_blocked")),
+        "filesystem_readonly": bool(fs.get("readonly")),
+        "hidden_dirs": list(fs.get("hidden", [])),
+        "exposed_read_only": list(fs.get("exposed", [])),
+        "hidden_files": list(fs.get("secret_files", [])),
+        "private_proc": fs.get("proc", "host"),
+        "private_workdir": True,
+        "uid_drop": uid_drop,
+        "per_run_uid": uid_drop,
+        "no_new_privs": True,
+        "rlimits": ["cpu", "address_space", "file_size", "open_files", "core"]
+        + (["processes"] if uid_drop else []),
+        "clean_environment": True,
+        "wall_time_kill": True,
+        "output_caps": True,
+        "kills_all_run_processes": "every process of the run's uid" if uid_drop
+        else "the run's process group only (a process that calls setsid can escape)",
+        "pid1_reaper": bool(server_caps.get("pid1")),
+        "cgroups": False,
+        "seccomp": False,
+        "languages": available_languages(),
+        "errors": list(server_caps.get("errors", [])),
+    }
+
+
+def capabilities(isolation: str = "auto") -> dict[str, Any]:
+    """The protections a ``Sandbox(isolation=isolation)`` gets here (starts and stops one)."""
+    from .sandbox import Sandbox
+
+    with Sandbox(pool_size=1, isolation=isolation) as sb:
+        return sb.capabilities()
+
+
+def _mark(flag: bool) -> str:
+    return "yes" if flag else "NO "
+
+
+def format_report(caps: dict[str, Any]) -> str:
+    """A human-readable report of :func:`capabilities` output."""
+    ns = caps["namespaces"]
+    lines = [
+        f"rewardkit sandbox on {caps['platform']} (isolation={caps['isolation']!r}, "
+        f"root={caps['running_as_root']})",
+        f"  [{_mark(ns['mount'] and caps['filesystem_readonly'])}] file system: read-only "
+        "except a private per-run directory (removed after the run)",
+        f"  [{_mark(bool(caps['hidden_dirs']))}] hidden host dirs: "
+        f"{', '.join(caps['hidden_dirs']) or 'none'}",
+        f"  [{_mark(ns['network'] and caps['network_blocked'])}] network: own namespace, no "
+        "interface up (loopback unreachable, checked)",
+        f"  [{_mark(ns['pid'])}] PID namespace: cannot see or signal host processes; "
+        f"/proc: {caps['private_proc']}",
+        f"  [{_mark(caps['uid_drop'])}] unprivileged uid, one per concurrent run",
+        f"  [{_mark(True)}] kill at end: {caps['kills_all_run_processes']}",
+        f"  [{_mark(ns['ipc'])}] IPC namespace   [{_mark(ns['uts'])}] UTS namespace",
+        f"  [{_mark(True)}] rlimits: {', '.join(caps['rlimits'])}",
+        f"  [{_mark(True)}] clean environment, no_new_privs, wall-time kill, output caps",
+        f"  [{_mark(caps['cgroups'])}] cgroups   [{_mark(caps['seccomp'])}] seccomp filter",
+        "  languages: " + ", ".join(f"{k} ({'yes' if v else 'not installed'})"
+                                    for k, v in caps["languages"].items()),
+    ]
+    for err in caps["errors"]:
+        lines.append(f"  ! {err}")
+    return "\n".join(lines)
+
+
+def capabilities_report(isolation: str = "auto") -> str:
+    """Human-readable :func:`capabilities`; claims only protections that were set up."""
+    return format_report(capabilities(isolation))

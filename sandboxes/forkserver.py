@@ -1,0 +1,153 @@
+"""Host side of the fork server: starts it, sends it runs, routes its replies.
+
+One control socket (``SOCK_SEQPACKET``: message boundaries, and file descriptors travel with
+``SCM_RIGHTS``) carries JSON messages both ways; a dispatcher thread reads the server's ``done``
+replies and completes the matching futures, so any number of threads can submit at once.
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+from concurrent.futures import Future
+from typing import Any
+
+from .languages import sandbox_path
+
+ZYGOTE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_zygote.py")
+
+#: Modules the fork server imports once so runs start with them already loaded. Only pure
+#: standard-library modules that start no threads (forking a process with threads is unsafe).
+PRELOAD = ("abc", "array", "atexit", "bisect", "collections", "copy", "dataclasses", "datetime",
+           "decimal", "enum", "fractions", "functools", "hashlib", "heapq", "io", "itertools",
+           "json", "math", "numbers", "operator", "random", "re", "socket", "statistics",
+           "string", "struct", "textwrap", "threading", "traceback", "types", "typing")
+
+
+class ServerDied(RuntimeError):
+    """The fork server exited; pending runs fail with ``sandbox_error``."""
+
+
+class ForkServer:
+    """A running fork server. Thread-safe: :meth:`submit` and :meth:`kill` may be called from
+    any thread."""
+
+    def __init__(self, *, isolation: str, base: str, hide: list[str], expose: list[str],
+                 uids: list[int], log_path: str, timeout: float = 30.0) -> None:
+        host, peer = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self._sock = host
+        self._send_lock = threading.Lock()
+        self._futures: dict[int, Future] = {}
+        self._futures_lock = threading.Lock()
+        self._dead: str | None = None
+        env = {"PATH": sandbox_path(), "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"}
+        with open(log_path, "ab") as log:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-I", ZYGOTE, str(peer.fileno())], env=env,
+                pass_fds=(peer.fileno(),), stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                cwd="/")
+        peer.close()
+        self._log_path = log_path
+        self._send({"isolation": isolation, "base": base, "hide": hide, "expose": expose,
+                    "uids": uids, "preload": list(PRELOAD), "host_pid": os.getpid()})
+        self._sock.settimeout(timeout)
+        try:
+            ready = self._recv()
+        except (OSError, ValueError) as exc:
+            self.close()
+            raise ServerDied(f"the sandbox fork server did not start: {exc}; {self.log_tail()}")
+        if ready is None:
+            self.close()
+            raise ServerDied(f"the sandbox fork server exited at start; {self.log_tail()}")
+        self._sock.settimeout(None)
+        self.capabilities: dict[str, Any] = ready["caps"]
+        self._thread = threading.Thread(target=self._dispatch, name="rewardkit-sandbox",
+                                        daemon=True)
+        self._thread.start()
+
+    # -- messages -------------------------------------------------------------------------------
+    def _send(self, obj: dict, fds: list[int] = ()) -> None:
+        data = json.dumps(obj).encode()
+        with self._send_lock:
+            if fds:
+                socket.send_fds(self._sock, [data], list(fds))
+            else:
+                self._sock.send(data)
+
+    def _recv(self) -> dict | None:
+        data = self._sock.recv(1 << 20)
+        return json.loads(data) if data else None
+
+    def _dispatch(self) -> None:
+        reason = "the sandbox fork server exited"
+        try:
+            while True:
+                msg = self._recv()
+                if msg is None:
+                    break
+                if msg.get("op") == "done":
+                    with self._futures_lock:
+                        fut = self._futures.pop(msg["id"], None)
+                    if fut is not None:
+                        fut.set_result(msg)
+        except OSError as exc:
+            reason = f"lost the sandbox fork server: {exc}"
+        self._fail_all(reason)
+
+    def _fail_all(self, reason: str) -> None:
+        with self._futures_lock:
+            self._dead = self._dead or reason
+            pending, self._futures = self._futures, {}
+        for fut in pending.values():
+            fut.set_exception(ServerDied(reason))
+
+    # -- public ---------------------------------------------------------------------------------
+    @property
+    def alive(self) -> bool:
+        return self._dead is None and self._proc.poll() is None
+
+    def submit(self, request: dict, fds: list[int]) -> Future:
+        """Start a run; the future resolves to the server's ``done`` message."""
+        fut: Future = Future()
+        with self._futures_lock:
+            if self._dead:
+                raise ServerDied(self._dead)
+            self._futures[request["id"]] = fut
+        try:
+            self._send({"op": "run", **request}, fds)
+        except OSError as exc:
+            with self._futures_lock:
+                self._futures.pop(request["id"], None)
+            raise ServerDied(f"could not reach the sandbox fork server: {exc}") from exc
+        return fut
+
+    def kill(self, run_id: int, reason: str) -> None:
+        try:
+            self._send({"op": "kill", "id": run_id, "reason": reason})
+        except OSError:
+            pass
+
+    def log_tail(self) -> str:
+        try:
+            with open(self._log_path, "rb") as fh:
+                tail = fh.read()[-2000:].decode("utf-8", "replace").strip()
+        except OSError:
+            return "no server log"
+        return f"server log: {tail}" if tail else "server log empty"
+
+    def close(self) -> None:
+        """Stop the server; the kernel then kills every process left in its PID namespace."""
+        try:
+            self._sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self._sock.close()
+        try:
+            self._proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
+        self._fail_all("the sandbox was closed")
