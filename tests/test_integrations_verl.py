@@ -76,7 +76,8 @@ def test_unknown_data_source_error_lists_the_mapping_and_the_fixes():
         compute_score("my/private_set", "a", "a")
     message = str(err.value)
     assert "'my/private_set'" in message
-    assert "openai/gsm8k -> math" in message and "codecontests -> code" in message
+    assert "openai/gsm8k -> math {'preset': 'gsm8k'}" in message
+    assert "codecontests -> code" in message
     assert "extra_info['reward']" in message and CONFIG_ENV in message
     assert "reward_kwargs.reward_config" in message
 
@@ -89,6 +90,11 @@ def test_unknown_data_source_error_lists_the_mapping_and_the_fixes():
 ])
 def test_builtin_mapping_follows_verl_data_source_names(source, reward):
     assert reward_spec(source)["reward"] == reward
+
+
+def test_gsm8k_uses_the_math_gsm8k_preset_and_math_lighteval_the_default():
+    assert reward_spec("openai/gsm8k") == {"reward": "math", "options": {"preset": "gsm8k"}}
+    assert reward_spec("lighteval/MATH") == {"reward": "math"}
 
 
 def test_env_config_maps_data_sources_and_gives_a_default(tmp_path, monkeypatch):
@@ -177,5 +183,7 @@ def test_gsm8k_rows_are_scored_by_the_math_reward_when_installed():
         rewardkit.load("math")
     except (ImportError, AttributeError):
         pytest.skip("the math reward is not available in this install")
-    out = compute_score("openai/gsm8k", "So she sold 72 clips. The answer is \\boxed{72}.", "72")
-    assert out["score"] == 1.0 and out["error"] == ""
+    right = compute_score("openai/gsm8k", "48 + 24 = 72 clips in total.\n#### 72", "72")
+    wrong = compute_score("openai/gsm8k", "48 + 24 = 70 clips in total.\n#### 70", "72")
+    assert right["score"] == 1.0 and right["error"] == ""
+    assert wrong["score"] == 0.0

@@ -45,8 +45,8 @@ CONFIG_ENV = "REWARDKIT_VERL_CONFIG"
 RewardSpec = Mapping[str, Any]
 
 DATA_SOURCE_REWARDS: tuple[tuple[str, RewardSpec], ...] = (
-    ("openai/gsm8k", {"reward": "math"}),
-    ("gsm8k", {"reward": "math"}),
+    ("openai/gsm8k", {"reward": "math", "options": {"preset": "gsm8k"}}),
+    ("gsm8k", {"reward": "math", "options": {"preset": "gsm8k"}}),
     ("lighteval/math", {"reward": "math"}),
     ("digitallearninggmbh/math-lighteval", {"reward": "math"}),
     ("huggingfaceh4/math-500", {"reward": "math"}),
@@ -280,8 +280,13 @@ def _config_file(path: str | None) -> dict[str, Any]:
     return config
 
 
+def _describe(spec: Mapping[str, Any]) -> str:
+    options = spec.get("options") or {}
+    return str(spec["reward"]) + (f" {dict(options)}" if options else "")
+
+
 def _unmapped_message(source: str) -> str:
-    mapping = ", ".join(f"{p} -> {s['reward']}" for p, s in DATA_SOURCE_REWARDS)
+    mapping = ", ".join(f"{p} -> {_describe(s)}" for p, s in DATA_SOURCE_REWARDS)
     return (
         f"no rewardkit reward is mapped to data_source {source!r}. Built-in mapping: {mapping}. "
         f"Name the reward per row in extra_info['reward'], or point "
