@@ -1,9 +1,9 @@
 """Tiny causal language models built offline, for tests and examples.
 
 Tests of the trainer adapters must run a real model and a real tokenizer, but nothing may be
-downloaded at test time. :func:`make_tiny_causal_lm` trains a byte-level BPE tokenizer on a few
-hundred lines of text with the ``tokenizers`` library, wraps it as a ``transformers`` fast
-tokenizer with a chat template, builds a randomly initialised Qwen2 or Llama model of a few
+downloaded at test time. :func:`make_tiny_causal_lm` trains a byte-level BPE tokenizer on a small
+corpus with the ``tokenizers`` library, wraps it as a ``transformers`` fast
+tokenizer with a chat template, builds a randomly initialised Qwen2 or Llama model of about a
 hundred thousand parameters and saves both, so that ``AutoTokenizer.from_pretrained(path)`` and
 ``AutoModelForCausalLM.from_pretrained(path)`` load them without network access. The model
 generates noise; it exists to exercise code paths, not to be good.
