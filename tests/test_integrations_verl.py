@@ -187,3 +187,15 @@ def test_gsm8k_rows_are_scored_by_the_math_reward_when_installed():
     wrong = compute_score("openai/gsm8k", "48 + 24 = 70 clips in total.\n#### 70", "72")
     assert right["score"] == 1.0 and right["error"] == ""
     assert wrong["score"] == 0.0
+
+
+def test_code_contest_rows_are_scored_by_the_code_reward_when_installed():
+    try:
+        rewardkit.load("code").close()
+    except (ImportError, AttributeError):
+        pytest.skip("the code reward is not available in this install")
+    # verl's code datasets keep the tests as a JSON string in reward_model.ground_truth
+    tests = '{"inputs": ["1 2\\n", "3 4\\n"], "outputs": ["3\\n", "7\\n"]}'
+    program = "```python\na, b = map(int, input().split())\nprint(a {} b)\n```"
+    assert compute_score("codecontests", program.format("+"), tests)["score"] == 1.0
+    assert compute_score("apps", program.format("-"), tests)["score"] == 0.0
