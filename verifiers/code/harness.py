@@ -116,20 +116,22 @@ def proxy(channel: Channel, name: str) -> Callable[..., Any]:
 
 
 def free_names(source: str) -> set[str]:
-    """Names ``source`` reads that it never binds at top level and that are not builtins: the
-    ones the test expects the candidate's code (or the prelude) to define."""
-    tree = ast.parse(source)
+    """Names ``source`` reads but binds nowhere (no assignment, parameter, import or def) and
+    that are not builtins: the ones the test expects the candidate's code (or the prelude) to
+    define. Over-approximating is harmless: a name the candidate does not define is skipped."""
     bound: set[str] = set()
-    for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+    read: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Name):
+            (read if isinstance(node.ctx, ast.Load) else bound).add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             bound.add(node.name)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             bound.update((a.asname or a.name).split(".")[0] for a in node.names)
-    for stmt in tree.body:
-        if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            bound.update(n.id for n in ast.walk(stmt)
-                         if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store))
-    read = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            bound.add(node.name)
     return read - bound - set(dir(builtins))
 
 
