@@ -1,0 +1,216 @@
+"""Stage 3 (cheap part): judge a completion's candidates against a prepared gold.
+
+The decision for one sample is a pure function of (gold, candidates, options): the calling
+process answers when every candidate is inside the fast grammar, and a worker process runs the
+very same function with the sympy path plugged in otherwise. So a Score never depends on
+whether, or how many, worker processes ran.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any, Callable, Optional
+
+from . import fastexpr
+from .config import MathOptions
+from .guards import size_problem
+from .normalize import (Normalized, as_choice, as_text_answer, canonical_string, choice_of_prediction,
+                        clean)
+
+_THOUSANDS = re.compile(r"^-?\d{1,3}(?:,\d{3})+(?:\.\d+)?$")
+_ASSIGNMENT = re.compile(r"^[A-Za-z](?:_\{?\w+\}?)?\s*=\s*(?=\S)")
+_LIST_SEP = re.compile(r"\s*(?:,|;|\\text\{\s*(?:or|and)\s*\}|\bor\b|\band\b)\s*")
+
+#: Reasons a sample scores 0.0.
+REASONS = ("no_answer", "not_equivalent", "conflicting", "timeout", "too_large", "unparsable")
+
+
+def verdict(equivalent: bool, rule: str | None, pred: str | None, gold: str | None,
+            reason: str | None = None, **extra: Any) -> dict[str, Any]:
+    """One judgement: the record that becomes a Score's ``info``."""
+    out: dict[str, Any] = {"equivalent": equivalent, "rule": rule, "pred_normalized": pred,
+                           "gold_normalized": gold}
+    if not equivalent:
+        out["reason"] = reason or "not_equivalent"
+    out.update(extra)
+    return out
+
+
+@dataclass(frozen=True)
+class Gold:
+    """A reference answer read once per batch.
+
+    ``kind`` is ``choice`` (a letter), ``text`` (words), ``value`` (inside the fast grammar) or
+    ``structured`` (anything else: lists, sets, intervals, equations, matrices; sympy reads it).
+    """
+
+    raw: str
+    norm: Normalized
+    canonical: str
+    kind: str
+    choice: str | None = None
+    text: str | None = None
+    value: fastexpr.Value | None = None
+    problem: str | None = None
+
+    @property
+    def shown(self) -> str:
+        if self.kind == "choice":
+            return self.choice or ""
+        if self.kind == "text":
+            return self.text or ""
+        if self.value is not None and self.value.exact is not None:
+            return _fraction_str(self.value.exact) + ("%" if self.norm.percent else "")
+        return self.canonical
+
+
+def _fraction_str(x: Fraction) -> str:
+    return str(x.numerator) if x.denominator == 1 else f"{x.numerator}/{x.denominator}"
+
+
+def _scalar_text(text: str) -> str:
+    return text.replace(",", "") if _THOUSANDS.match(text) else text
+
+
+def prepare_gold(reference: Any, opts: MathOptions) -> Gold:
+    """Read a gold answer (a string or a number). A gold may itself carry a ``\\boxed{}``."""
+    from .extract import boxed_contents
+
+    raw = str(reference).strip()
+    boxes = boxed_contents(raw)
+    if boxes:
+        raw = boxes[-1].strip()
+    problem = size_problem(raw, opts.max_answer_chars, opts.max_depth, opts.max_digits)
+    norm = clean(raw, opts.strip_units)
+    canon = canonical_string(norm.text)
+    if problem:
+        return Gold(raw, norm, canon, "structured", problem=problem)
+    if opts.choice and (letter := as_choice(norm.text)) and letter.isupper():
+        return Gold(raw, norm, canon, "choice", choice=letter)
+    if (text := as_text_answer(norm.text)) is not None:
+        return Gold(raw, norm, canon, "text", text=text)
+    value = fastexpr.read(_scalar_text(norm.text), opts.complex_i)
+    if value is not None:
+        return Gold(raw, norm, canon, "value", value=value)
+    return Gold(raw, norm, canon, "structured")
+
+
+def _percent_variants(v: fastexpr.Value, percent: bool) -> list[fastexpr.Value]:
+    """A value marked ``%`` may be meant as itself or as a fraction (``25\\%`` = 25 or 0.25)."""
+    if not percent:
+        return [v]
+    hundredth = fastexpr.Value(
+        v.exact / 100 if v.exact is not None else None, tuple(p / 100 for p in v.points),
+        v.literal, v.nonfinal, v.decimal, v.variables)
+    return [v, hundredth]
+
+
+def split_list(text: str) -> list[str]:
+    """Top-level parts of "3, 5, or 7" (commas, semicolons, "or", "and" outside brackets)."""
+    parts, depth, start = [], 0, 0
+    i = 0
+    while i < len(text):
+        c = text[i]
+        if c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+        elif depth == 0:
+            m = _LIST_SEP.match(text, i)
+            if m and m.group(0).strip() and (c in ",;\\" or text[i].isspace()):
+                parts.append(text[start:i])
+                start = i = m.end()
+                continue
+        i += 1
+    parts.append(text[start:])
+    return [p.strip() for p in parts if p.strip()]
+
+
+def judge_fast(gold: Gold, candidate: str, opts: MathOptions) -> dict[str, Any] | None:
+    """Judge one candidate without sympy, or None when only the sympy path can tell."""
+    problem = size_problem(candidate, opts.max_answer_chars, opts.max_depth, opts.max_digits)
+    if problem:
+        return verdict(False, None, None, gold.shown, "too_large", detail=problem)
+    norm = clean(candidate, opts.strip_units)
+    canon = canonical_string(norm.text)
+    if gold.kind == "choice":
+        letter = choice_of_prediction(norm.text)
+        return verdict(letter == gold.choice, "exact", letter or canon, gold.shown)
+    if canon == gold.canonical and norm.percent == gold.norm.percent and canon:
+        return verdict(True, "exact", canon, gold.canonical)
+    if gold.kind == "text":
+        text = as_text_answer(norm.text)
+        return verdict(text == gold.text, "exact", text or canon, gold.shown)
+    if gold.kind != "value" or gold.value is None:
+        return None
+    if as_text_answer(norm.text) is not None:
+        return verdict(False, "exact", as_text_answer(norm.text), gold.shown)
+    text = _scalar_text(norm.text)
+    parts = split_list(text)
+    if len(parts) > 1:
+        if len({canonical_string(p) for p in parts}) > 1:
+            return verdict(False, "structural", canon, gold.shown, "conflicting",
+                           detail="a list of answers where the gold is a single value")
+        text = parts[0]
+    text = _ASSIGNMENT.sub("", text, count=1)  # "x = 3" states the value 3
+    value = fastexpr.read(text, opts.complex_i)
+    if value is None:
+        return None
+    shown = (_fraction_str(value.exact) if value.exact is not None else canonical_string(text))
+    shown += "%" if norm.percent else ""
+    rule = "numeric"
+    for g in _percent_variants(gold.value, gold.norm.percent):
+        for p in _percent_variants(value, norm.percent):
+            same, rule = fastexpr.equal(g, p, opts.rel_tol)
+            if same:
+                if opts.final_form and value.nonfinal and not gold.value.nonfinal:
+                    return verdict(False, "final_form", shown, gold.shown,
+                                   detail="the prediction is an expression left to evaluate")
+                return verdict(True, rule, shown, gold.shown)
+    return verdict(False, rule, shown, gold.shown)
+
+
+def distinct_candidates(candidates: tuple[str, ...] | list[str], opts: MathOptions) -> list[str]:
+    """Candidates with identical repeats removed (same answer after cleaning), in order."""
+    seen: set[str] = set()
+    out = []
+    for c in candidates:
+        key = canonical_string(clean(c, opts.strip_units).text) if len(c) <= opts.max_answer_chars else c
+        if key not in seen:
+            seen.add(key)
+            out.append(c)
+    return out
+
+
+Judge = Callable[[Gold, str, MathOptions], Optional[dict]]
+
+
+def combine(verdicts: list[dict[str, Any]]) -> dict[str, Any]:
+    """One verdict from those of several distinct candidates: all must hold, or the completion
+    hedged (``conflicting``). A single size problem decides for the whole completion."""
+    if len(verdicts) == 1:
+        return verdicts[0]
+    for v in verdicts:
+        if v.get("reason") in ("too_large", "timeout"):
+            return v
+    if all(v["equivalent"] for v in verdicts):
+        return dict(verdicts[0], candidates=len(verdicts))
+    return verdict(False, "structural", [v["pred_normalized"] for v in verdicts],
+                   verdicts[0]["gold_normalized"], "conflicting",
+                   detail=f"{len(verdicts)} different final answers")
+
+
+def judge(gold: Gold, candidates: list[str], opts: MathOptions, slow: Judge | None = None
+          ) -> dict[str, Any] | None:
+    """The verdict over all distinct candidates; None if some candidate needs ``slow`` and none
+    was given."""
+    verdicts = []
+    for c in candidates:
+        v = judge_fast(gold, c, opts)
+        if v is None:
+            if slow is None:
+                return None
+            v = slow(gold, c, opts)
+        verdicts.append(v)
+    return combine(verdicts)

@@ -1,0 +1,135 @@
+"""The ``math`` reward: 1.0 when the completion's final answer equals the reference.
+
+Pipeline: extract (:mod:`.extract`) → guard sizes (:mod:`.guards`) → judge cheaply in this
+process (:mod:`.judge`, :mod:`.fastexpr`) → judge the rest with sympy in bounded worker processes
+(:mod:`.symbolic`, :mod:`.pool`).
+"""
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from ...scorer import RewardInputError, Scorer, require_reference
+from ...types import Sample, Score
+from .config import MathOptions, make_options
+from .extract import extract
+from .judge import Gold, distinct_candidates, judge, prepare_gold, verdict
+from .pool import WorkerPool
+
+
+class MathVerifier(Scorer):
+    """Scores 1.0 when the completion's final answer is mathematically equivalent to the
+    reference (``Sample.reference``: the gold answer, LaTeX or plain), else 0.0.
+
+    Args:
+        preset: ``"default"`` (RL: explicit answers, final form required), ``"gsm8k"``
+            (also the last number when nothing else is stated) or ``"eval"`` (no final-form
+            requirement). See :data:`~.config.PRESETS`.
+        **options: any field of :class:`~.config.MathOptions`, overriding the preset.
+
+    ``Score.info`` holds ``extracted`` (the answer found, a list when several), ``source``,
+    ``pred_normalized``, ``gold_normalized``, ``rule`` (exact, numeric, symbolic, structural,
+    final_form) and on 0.0 ``reason``: no_answer, not_equivalent, conflicting, timeout,
+    too_large or unparsable (with ``detail`` where useful).
+    """
+
+    name = "math"
+
+    def __init__(self, preset: str = "default", **options: Any) -> None:
+        self.options: MathOptions = make_options(preset, **options)
+        self.preset = preset
+        self._pool: WorkerPool | None = None
+        self._pool_lock = threading.Lock()
+
+    @property
+    def pool(self) -> WorkerPool:
+        with self._pool_lock:
+            if self._pool is None:
+                self._pool = WorkerPool(self.options.n_workers, self.options.memory_limit_mb)
+            return self._pool
+
+    def close(self) -> None:
+        with self._pool_lock:
+            if self._pool is not None:
+                self._pool.close()
+                self._pool = None
+
+    def score_one(self, sample: Sample) -> Score:
+        return self.score_batch([sample])[0]
+
+    def _gold(self, sample: Sample, golds: dict[Any, Gold]) -> Gold:
+        ref = require_reference(sample, self.name)
+        if isinstance(ref, bool) or not isinstance(ref, (str, int, float)):
+            raise RewardInputError(
+                f"reward 'math' needs the gold answer as a string (LaTeX or plain) or a number, "
+                f"got {type(ref).__name__}"
+            )
+        key = ref if isinstance(ref, str) else repr(ref)
+        gold = golds.get(key)
+        if gold is None:
+            gold = golds[key] = prepare_gold(ref, self.options)
+        if gold.problem:
+            raise RewardInputError(f"the reference answer is too large to verify: {gold.problem}")
+        if not gold.canonical:
+            raise RewardInputError("the reference answer is empty")
+        return gold
+
+    def score_batch(self, samples: list[Sample]) -> list[Score]:
+        opts = self.options
+        golds: dict[Any, Gold] = {}  # each distinct gold is read once per batch
+        scores: list[Score | None] = [None] * len(samples)
+        pending: list[tuple[int, tuple[Any, ...]]] = []
+        found: dict[int, tuple[Any, str | None]] = {}
+        for i, sample in enumerate(samples):
+            try:
+                gold = self._gold(sample, golds)
+            except RewardInputError as exc:
+                scores[i] = Score.from_error(exc, self.error_value)
+                continue
+            text = sample.completion_text
+            if len(text) > opts.max_completion_chars:
+                scores[i] = _score(verdict(False, None, None, gold.shown, "too_large",
+                                           detail=f"completion has {len(text)} characters "
+                                           f"(max_completion_chars={opts.max_completion_chars})"),
+                                   None, None)
+                continue
+            ex = extract(text, opts, gold_is_choice=gold.kind == "choice")
+            if not ex.candidates:
+                scores[i] = _score(verdict(False, None, None, gold.shown, "no_answer"), None, None)
+                continue
+            shown = ex.candidates[0] if len(ex.candidates) == 1 else list(ex.candidates)
+            found[i] = (shown, ex.source)
+            candidates = distinct_candidates(ex.candidates, opts)
+            result = judge(gold, candidates, opts)
+            if result is None:
+                pending.append((i, (gold, candidates, opts)))
+            else:
+                scores[i] = _score(result, *found[i])
+        if pending:
+            timeout_detail = f"judging took longer than timeout={opts.timeout}s"
+            results = self.pool.run(
+                pending, opts.timeout,
+                on_timeout=lambda i: verdict(False, None, None, None, "timeout",
+                                             detail=timeout_detail),
+                on_crash=lambda i: verdict(False, None, None, None, "too_large",
+                                           detail="the worker ran out of memory or crashed"),
+            )
+            for i, _ in pending:
+                result = results[i]
+                if result.get("gold_normalized") is None:
+                    result["gold_normalized"] = pending_gold(pending, i).shown
+                scores[i] = _score(result, *found[i])
+        return scores  # type: ignore[return-value]
+
+
+def pending_gold(pending: list[tuple[int, tuple[Any, ...]]], index: int) -> Gold:
+    for i, payload in pending:
+        if i == index:
+            return payload[0]
+    raise KeyError(index)
+
+
+def _score(result: dict[str, Any], extracted: Any, source: str | None) -> Score:
+    info = {"extracted": extracted, "source": source}
+    info.update((k, v) for k, v in result.items() if k != "equivalent")
+    return Score(1.0 if result["equivalent"] else 0.0, info=info)
