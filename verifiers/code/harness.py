@@ -160,8 +160,10 @@ class Judge:
         namespace, load_error = self._load()
         statements = self._tests()
         if load_error is not None:
+            verdict = "crashed" if self.channel.gone else "failed"
             for name, _ in statements:
-                self._record(name, "failed" if not self.channel.gone else "crashed", load_error, 0.0)
+                if name is not None:
+                    self._record(name, verdict, load_error, 0.0)
             return self._reply(load_error)
         setup_error: str | None = None
         for name, code in statements:

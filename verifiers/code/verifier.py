@@ -158,18 +158,24 @@ class CodeVerifier(Scorer):
                                       f"completion's code is {language}")
             return Score(0.0, info=info)
         code = self._program(extracted.code, ref, sample)
+        outcome = self._run(ref, code, language, timeout, memory_mb)
+        if "sandbox_error" in outcome.statuses:
+            # The sandbox itself failed (not the candidate): one retry, and the info says so.
+            info["retried_after_sandbox_error"] = True
+            outcome = self._run(ref, code, language, timeout, memory_mb)
+        return self._score(outcome, info, time.perf_counter() - started)
+
+    def _run(self, ref: CodeReference, code: str, language: str, timeout: float,
+             memory_mb: int) -> Outcome:
         base = Limits(max_output_bytes=self.options.max_output_bytes)
         chars = self.options.stderr_chars
         if ref.style == "io":
-            outcome = run_io(self.sandbox, ref, code, language, timeout, memory_mb, base,
-                             self.compare, chars)
-        elif ref.style == "call":
-            outcome = run_calls(self.sandbox, ref, code, timeout, memory_mb, base, self.compare,
-                                chars)
-        else:
-            outcome = run_judged(self.sandbox, self.judges, ref, code, timeout, memory_mb, base,
-                                 chars)
-        return self._score(outcome, info, time.perf_counter() - started)
+            return run_io(self.sandbox, ref, code, language, timeout, memory_mb, base,
+                          self.compare, chars)
+        if ref.style == "call":
+            return run_calls(self.sandbox, ref, code, timeout, memory_mb, base, self.compare,
+                             chars)
+        return run_judged(self.sandbox, self.judges, ref, code, timeout, memory_mb, base, chars)
 
     def _program(self, code: str, ref: CodeReference, sample: Sample) -> str:
         """The code to run: the extracted code, after the prompt when it only continues it."""
