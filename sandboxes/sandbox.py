@@ -11,6 +11,7 @@ import sys
 import tempfile
 import threading
 import time
+import weakref
 from concurrent.futures import ThreadPoolExecutor
 from typing import Iterable, Optional
 
@@ -78,6 +79,10 @@ class Sandbox:
         self._ids = itertools.count(1)
         self._closed = False
         self._root = os.geteuid() == 0
+        self._uids: list[int] = []
+        self._resources = _Resources()
+        # Also at interpreter exit or garbage collection: no server or directory outlives us.
+        self._finalizer = weakref.finalize(self, self._resources.release)
 
     # -- lifecycle ------------------------------------------------------------------------------
     def __enter__(self) -> "Sandbox":
@@ -90,12 +95,9 @@ class Sandbox:
         """Stop the fork server (killing any run still going) and remove all run directories."""
         with self._lock:
             self._closed = True
-            server, self._server = self._server, None
-            base, self._base = self._base, None
-        if server is not None:
-            server.close()
-        if base is not None:
-            _rmtree(base)
+            self._server = None
+            self._base = None
+        self._finalizer()
 
     def _ensure_server(self) -> ForkServer:
         with self._lock:
@@ -108,6 +110,7 @@ class Sandbox:
             if self._base is None:
                 self._base = tempfile.mkdtemp(prefix="rewardkit-sandbox-", dir=self._base_parent)
                 os.chmod(self._base, 0o711)
+                self._resources.base = self._base
             uids = [UID_BASE + i for i in range(self.pool_size)] if self._root and self.isolation != "none" else []
             expose = [sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable))]
             for lang_tools in (resolve_tool(t) for t in ("gcc", "g++", "node", "bash")):
@@ -125,7 +128,7 @@ class Sandbox:
                         "isolation='namespaces' needs root and working mount/net/pid namespaces; "
                         f"missing: {missing or 'none'}, uid drop: {caps['uid_drop']}, errors: "
                         f"{caps['errors']}. Use isolation='auto' to run with what is available.")
-            self._server = server
+            self._server = self._resources.server = server
             self._uids = uids
             return server
 
@@ -140,7 +143,9 @@ class Sandbox:
     def run(self, program: Program, limits: Optional[Limits] = None) -> RunResult:
         """Run ``program`` to completion and return how it ended. Never raises for anything the
         program does; a failure of the sandbox itself is a ``sandbox_error`` result."""
-        with self.start(program, limits) as handle:
+        handle = self._make_handle(program, limits)
+        with handle:
+            handle._begin(background=False)  # collect in this thread: no thread per run
             return handle.result()
 
     def run_many(self, programs: Iterable[Program], limits: Optional[Limits] = None) -> list[RunResult]:
@@ -154,15 +159,33 @@ class Sandbox:
     def start(self, program: Program, limits: Optional[Limits] = None) -> "RunHandle":
         """Start ``program`` and return at once with a :class:`RunHandle` (a context manager):
         talk to it over ``handle.channel``, then ``handle.result()``."""
+        handle = self._make_handle(program, limits)
+        handle._begin(background=True)
+        return handle
+
+    def _make_handle(self, program: Program, limits: Optional[Limits]) -> "RunHandle":
         if not isinstance(program, Program):
             raise TypeError(f"expected a rewardkit.sandboxes.Program, got {type(program).__name__}")
         limits = limits or self.limits
         if not isinstance(limits, Limits):
             raise TypeError(f"limits must be a rewardkit.sandboxes.Limits, got {type(limits).__name__}")
-        language = get_language(program.language)
-        handle = RunHandle(self, program, language, limits)
-        handle._begin()
-        return handle
+        return RunHandle(self, program, get_language(program.language), limits)
+
+
+class _Resources:
+    """What a Sandbox must give back: its fork server and its base directory."""
+
+    def __init__(self) -> None:
+        self.server: Optional[ForkServer] = None
+        self.base: Optional[str] = None
+
+    def release(self) -> None:
+        server, self.server = self.server, None
+        base, self.base = self.base, None
+        if server is not None:
+            server.close()
+        if base is not None:
+            _rmtree(base)
 
 
 class RunHandle:
@@ -183,7 +206,6 @@ class RunHandle:
         self._killed = False
         self._done = threading.Event()
         self._result: Optional[RunResult] = None
-        self._thread: Optional[threading.Thread] = None
 
     def __enter__(self) -> "RunHandle":
         return self
@@ -209,11 +231,10 @@ class RunHandle:
         return self._result
 
     # -- internals ------------------------------------------------------------------------------
-    def _begin(self) -> None:
+    def _begin(self, background: bool) -> None:
         if self.program.channel:
             self.channel, self._child_channel = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self._slot = self._sb._slots.get()
-        self._thread = threading.Thread(target=self._main, name="rewardkit-sandbox-run", daemon=True)
         try:
             self._server = self._sb._ensure_server()
             self._prepare_dir()
@@ -222,7 +243,10 @@ class RunHandle:
             if isinstance(exc, SandboxError):
                 raise
             return
-        self._thread.start()
+        if background:
+            threading.Thread(target=self._main, name="rewardkit-sandbox-run", daemon=True).start()
+        else:
+            self._main()
 
     def _main(self) -> None:
         try:

@@ -1,0 +1,227 @@
+"""Hostile programs: each one is contained, fails, and leaves the host as it was.
+
+The battery shares one sandbox; the last test checks that after all of it no process of a
+sandbox uid is left, no file or directory remains, and the fork server's memory did not grow.
+"""
+from __future__ import annotations
+
+import glob
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+import pytest
+
+from rewardkit.sandboxes import Limits, Program, Sandbox, capabilities
+from rewardkit.sandboxes.sandbox import UID_BASE
+
+LIMITS = Limits(cpu_s=1.0, wall_s=1.5, memory_mb=256, max_processes=32,
+                max_output_bytes=64 << 10)
+CAPS = capabilities()
+NS = CAPS["namespaces"]
+needs_uid = pytest.mark.skipif(not CAPS["uid_drop"], reason="uid drop unavailable (not root)")
+needs_net = pytest.mark.skipif(not (NS["network"] and CAPS["network_blocked"]),
+                               reason="network namespace unavailable")
+needs_fs = pytest.mark.skipif(not CAPS["filesystem_readonly"],
+                              reason="mount namespace unavailable")
+needs_pid = pytest.mark.skipif(not NS["pid"], reason="PID namespace unavailable")
+
+
+def sandbox_processes() -> list[int]:
+    """Host pids of live processes owned by a sandbox uid."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            if os.stat(f"/proc/{entry}").st_uid < UID_BASE:
+                continue
+            with open(f"/proc/{entry}/stat", "rb") as fh:
+                state = fh.read().rsplit(b")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state not in (b"Z", b"X"):  # zombie or being released: dead
+            found.append(int(entry))
+    return found
+
+
+def rss_kb(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as fh:
+        for line in fh:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def server_pids(box: Sandbox) -> list[int]:
+    outer = box._server._proc.pid
+    kids = open(f"/proc/{outer}/task/{outer}/children").read().split()
+    return [outer] + [int(k) for k in kids]
+
+
+@pytest.fixture(scope="module")
+def state():
+    before = set(glob.glob(os.path.join(tempfile.gettempdir(), "rewardkit-sandbox-*")))
+    box = Sandbox(pool_size=2, limits=LIMITS)
+    box.run(Program("pass"))
+    pids = server_pids(box)
+    yield {"box": box, "tmp_before": before, "server_pids": pids,
+           "rss_before": sum(rss_kb(p) for p in pids)}
+    box.close()
+
+
+def run(state, source: str, **kw):
+    result = state["box"].run(Program(source, **{k: v for k, v in kw.items() if k != "limits"}),
+                              limits=kw.get("limits"))
+    assert not sandbox_processes(), "a process of the run outlived it"
+    return result
+
+
+def test_fork_bomb_is_contained(state):
+    r = run(state, "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n"
+                   "        pass\n")
+    assert r.status in ("timeout", "runtime_error")
+
+
+def test_memory_bomb_is_contained(state):
+    r = run(state, "x = []\nwhile True:\n    x.append(bytearray(10 << 20))\n")
+    assert r.status == "memory_limit"
+
+
+def test_infinite_loop_is_contained(state):
+    assert run(state, "while True:\n    pass\n").status == "timeout"
+
+
+def test_many_busy_threads_are_contained(state):
+    src = ("import threading\ndef spin():\n    while True:\n        pass\n"
+           "for _ in range(200):\n    threading.Thread(target=spin, daemon=True).start()\n"
+           "spin()\n")
+    assert run(state, src).status in ("timeout", "runtime_error")
+
+
+@needs_net
+def test_connecting_to_a_loopback_port_of_the_host_fails(state):
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    listener.settimeout(0.2)
+    port = listener.getsockname()[1]
+    src = (f"import socket\ns = socket.socket()\ns.settimeout(1)\n"
+           f"s.connect(('127.0.0.1', {port}))\nprint('connected')\n")
+    r = run(state, src)
+    assert r.status == "runtime_error" and "connected" not in r.stdout
+    with pytest.raises(socket.timeout):
+        listener.accept()
+    listener.close()
+
+
+@needs_net
+def test_connecting_to_an_outside_address_fails(state):
+    src = ("import socket\ns = socket.socket()\ns.settimeout(1)\n"
+           "s.connect(('1.1.1.1', 53))\nprint('connected')\n")
+    r = run(state, src)
+    assert r.status == "runtime_error" and "Network is unreachable" in r.stderr
+
+
+@needs_fs
+def test_writing_outside_its_directory_fails_and_changes_nothing(state, tmp_path):
+    targets = [str(tmp_path / "evil"), "/etc/evil", os.path.join(os.getcwd(), "evil"),
+               os.path.join(sys.prefix, "evil"), "/var/tmp/evil", "/dev/shm/evil"]
+    src = (f"import os\nwritten = []\nfor t in {targets!r}:\n    try:\n"
+           "        open(t, 'w').write('x')\n        written.append(t)\n    except OSError:\n"
+           "        pass\nprint(written)\n")
+    r = run(state, src)
+    assert r.stdout == "[]\n"
+    assert not any(os.path.exists(t) for t in targets)
+
+
+@needs_fs
+def test_reading_host_secrets_fails(state):
+    with open("/etc/shadow") as fh:
+        shadow = fh.read()
+    exposed = CAPS["exposed_read_only"]  # e.g. a Python installed under /root, bound back read-only
+    home = [n for n in os.listdir("/root") if not any(e.startswith(f"/root/{n}") for e in exposed)]
+    src = ("import os\nfor p in ['/etc/shadow', '/root']:\n    try:\n"
+           "        print(open(p).read() if p.endswith('shadow') else os.listdir(p))\n"
+           "    except OSError as e:\n        print('denied', p)\n")
+    r = run(state, src)
+    assert "root:" not in r.stdout and shadow.splitlines()[0] not in r.stdout
+    assert not any(name in r.stdout for name in home if len(name) > 3)
+
+
+def test_environment_of_the_host_does_not_leak(monkeypatch):
+    secret = "rk-fake-secret-7f3a9c"
+    monkeypatch.setenv("REWARDKIT_FAKE_API_KEY", secret)
+    src = ("import os\nprint(dict(os.environ))\nfor p in ('/proc/self/environ', '/proc/1/environ',"
+           " f'/proc/{os.getppid()}/environ'):\n    try:\n        print(open(p, 'rb').read())\n"
+           "    except OSError as e:\n        print(e)\n")
+    with Sandbox(pool_size=1, limits=LIMITS) as box:
+        r = box.run(Program(src))
+        rb = box.run(Program("env; cat /proc/1/environ", language="bash"))
+    assert r.status == "ok" and secret not in r.stdout and "REWARDKIT_FAKE" not in r.stdout
+    assert secret not in rb.stdout
+
+
+@needs_pid
+def test_signalling_the_parent_and_other_pids_reaches_nothing_of_the_host(state):
+    bystander = subprocess.Popen(["sleep", "30"])
+    try:
+        src = (f"import os, signal\nhits = []\nfor pid in [os.getppid(), 1, {os.getpid()}, "
+               f"{bystander.pid}] + [int(p) for p in os.listdir('/proc') if p.isdigit()]:\n"
+               "    try:\n        os.kill(pid, signal.SIGKILL)\n        hits.append(pid)\n"
+               "    except OSError:\n        pass\n"
+               "print(sorted(set(hits) - {os.getpid()}))\n"
+               "try:\n    os.kill(-1, signal.SIGKILL)\nexcept OSError:\n    pass\n")
+        r = run(state, src)
+        assert bystander.poll() is None, "a host process was killed from the sandbox"
+        assert r.status == "runtime_error" or r.stdout == "[]\n"
+    finally:
+        bystander.kill()
+        bystander.wait()
+    assert state["box"].run(Program("print('still serving')")).stdout == "still serving\n"
+
+
+@needs_pid
+def test_host_processes_are_invisible(state):
+    r = run(state, "import os\nprint(len([p for p in os.listdir('/proc') if p.isdigit()]))")
+    assert int(r.stdout) <= 2  # itself (and at most the server, owned by root)
+
+
+def test_gigabytes_of_output_are_cut_off(state):
+    r = run(state, "import os\nb = b'x' * (1 << 20)\nfor _ in range(4096):\n    os.write(1, b)\n")
+    assert r.status == "output_limit" and r.stdout_truncated
+    assert len(r.stdout) == LIMITS.max_output_bytes and r.wall_s < LIMITS.wall_s
+
+
+@needs_uid
+def test_daemon_that_outlives_the_run_is_killed(state):
+    src = ("import os, time\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
+           "        time.sleep(60)\n    os._exit(0)\nprint('parent done')\n")
+    r = run(state, src)  # run() asserts no process of a sandbox uid is left
+    assert r.status == "ok" and r.stdout == "parent done\n"
+
+
+def test_sleeping_past_the_timeout_is_stopped_on_time(state):
+    r = run(state, "import time\ntime.sleep(100)\n")
+    assert r.status == "timeout" and r.wall_s < LIMITS.wall_s + 0.5
+
+
+def test_zz_after_the_battery_nothing_is_left(state):
+    box = state["box"]
+    assert box.run(Program("print('ok')")).stdout == "ok\n"
+    time.sleep(0.2)
+    assert not sandbox_processes()
+    growth_kb = sum(rss_kb(p) for p in state["server_pids"]) - state["rss_before"]
+    assert growth_kb < 16 << 10, f"fork server grew by {growth_kb} kB"
+    base = box._base
+    assert os.listdir(base) == ["server.log"]  # every run directory is gone
+    box.close()
+    assert not os.path.exists(base)
+    after = set(glob.glob(os.path.join(tempfile.gettempdir(), "rewardkit-sandbox-*")))
+    assert after <= state["tmp_before"]
+    for pid in state["server_pids"]:
+        assert not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split()[2] == "Z"
