@@ -4,7 +4,7 @@ Used to show, on a CPU in minutes, that the trainer learns: prompts ``"37+45="``
 reference, a character-level tokenizer trained with ``tokenizers``, and a small Qwen2 model
 warm-started by supervised fine-tuning on *noisy* answers. The noisy warm start mimics a base
 model that knows how to add but usually slips (a wrong carry, an off-by-one): sampled at
-temperature 1 it is right about one time in five, and its most likely answer is a carry slip,
+temperature 1 it is right about one time in five or less, and its most likely answer is a carry slip,
 so greedy decoding is mostly wrong too. Reinforcement learning with a correctness reward must
 move probability onto the right answer, on prompts it never trained on.
 """
@@ -17,10 +17,11 @@ from typing import Any
 
 PAD, EOS = "<pad>", "<eos>"
 ALPHABET = "0123456789+-="
-SLIPS: tuple[tuple[int, float], ...] = ((0, 0.2), (10, 0.3), (-1, 0.15), (1, 0.15), (-10, 0.1),
-                                         (11, 0.05), (-9, 0.05))
+SLIPS: tuple[tuple[int, float], ...] = ((0, 0.15), (10, 0.5), (-1, 0.1), (1, 0.1), (-10, 0.05),
+                                         (11, 0.05), (9, 0.05))
 """Warm-start answer distribution: (offset from the true sum, probability). The right answer
-(offset 0) has probability 0.2; the carry slip (+10) is the most likely answer."""
+(offset 0) has probability 0.15; the carry slip (+10) is the most likely answer, so greedy
+decoding mostly returns it."""
 
 
 def make_problems(n: int, seed: int, max_operand: int = 99,

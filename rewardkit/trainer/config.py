@@ -1,0 +1,323 @@
+"""Every option of the trainer, in one dataclass, validated with messages that say what to do.
+
+A config file (YAML/TOML/JSON) holds the options under ``train:``; the reward is either
+``train.reward`` (a name or a composition mapping) or the file's own top-level ``reward:``
+section, so one file drives ``rewardkit score``, ``serve`` and ``train``.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from ..compose import ConfigError, read_config_file
+
+ALGORITHMS = ("grpo", "ppo")
+ADVANTAGES = ("grpo", "rloo", "reinforce_pp", "gae")
+STD_SCALES = ("group", "batch", "none")
+AGGREGATIONS = ("seq_mean", "token_mean", "constant")
+KL_ESTIMATORS = ("k1", "k3")
+KL_PLACES = ("loss", "reward")
+TRUNCATION = ("none", "mask", "penalty")
+GROUP_FILTERS = ("none", "zero_variance", "reinforce_rej")
+SCHEDULES = ("constant", "linear", "cosine")
+
+
+@dataclass
+class TrainConfig:
+    """Options of ``rewardkit train grpo|ppo``; each field documents the method it comes from."""
+
+    # -- what to train, on what, against which reward --------------------------------------------
+    algorithm: str = "grpo"
+    """``grpo`` (critic-free, group-relative advantages; Shao et al. 2024) or ``ppo`` (value head
+    and GAE; Schulman et al. 2017, Ouyang et al. 2022)."""
+    model: str = ""
+    """Hugging Face causal LM: a local directory or a hub id."""
+    data: str = ""
+    """Training prompts: JSONL, JSON, CSV, Parquet, a ``datasets`` folder, or ``hf:NAME``."""
+    eval_data: str | None = None
+    """Held-out prompts for periodic evaluation (same format as ``data``); None skips it."""
+    prompt_field: str = "prompt"
+    """Column with the prompt: a string, or chat messages (the tokenizer's chat template is
+    applied). Dotted paths reach into nested fields."""
+    reference_field: str | None = "answer"
+    """Column with what the reward needs (gold answer, tests); None passes no reference."""
+    reward: Any = None
+    """A reward name (``"math"``), a composition mapping, or a config file path."""
+    reward_options: dict[str, Any] = field(default_factory=dict)
+    """Options passed to ``rewardkit.load(reward, **reward_options)``."""
+    gold_reward: Any = None
+    """Optional second reward evaluated beside the training reward at evaluation time, to show
+    over-optimisation (Gao et al. 2023, "Scaling Laws for Reward Model Overoptimization")."""
+    uncertainty_penalty: float = 0.0
+    """λ in ``r - λ·uncertainty`` for rewards reporting ``Score.uncertainty`` (ensembles;
+    Coste et al. 2024, "Reward Model Ensembles Help Mitigate Overoptimization")."""
+    output_dir: str = "runs/train"
+    """Where checkpoints, metrics.jsonl, plots and the final model go."""
+
+    # -- batch shape ------------------------------------------------------------------------------
+    steps: int = 100
+    """Number of RL steps (one generate → score → update cycle each)."""
+    batch_size: int = 64
+    """Completions per step (prompts per step × ``group_size``)."""
+    group_size: int = 8
+    """Completions sampled per prompt, G in GRPO (Shao et al. 2024)."""
+    mini_batch_size: int | None = None
+    """Completions per optimiser step; None = the whole batch (one update per epoch). Several
+    mini-batches per batch make the later ones off-policy, which the clipped ratio handles."""
+    micro_batch_size: int | None = None
+    """Completions per forward/backward pass (gradient accumulation); None = the mini-batch."""
+    epochs: int = 1
+    """Passes over each batch (PPO's K epochs; μ in GRPO)."""
+
+    # -- generation -------------------------------------------------------------------------------
+    max_new_tokens: int = 256
+    """Completion length budget; longer completions are truncated."""
+    temperature: float = 1.0
+    """Sampling temperature; log-probabilities in the loss use the same temperature."""
+    top_p: float = 1.0
+    """Nucleus sampling threshold (Holtzman et al. 2020); 1.0 disables it."""
+    top_k: int = 0
+    """Top-k sampling; 0 disables it."""
+    stop: list[str] = field(default_factory=list)
+    """Extra stop strings beside the tokenizer's end-of-sequence token."""
+    use_vllm: bool = False
+    """Generate with vLLM when installed (weights synced every step); else HF ``generate``."""
+
+    # -- advantages and loss ----------------------------------------------------------------------
+    advantage: str | None = None
+    """``grpo``, ``rloo`` (Ahmadian et al. 2024), ``reinforce_pp`` (Hu et al. 2025) or ``gae``;
+    None picks ``grpo`` for the grpo algorithm and ``gae`` for ppo."""
+    std_scale: str = "group"
+    """GRPO advantage denominator: ``group`` std (GRPO), ``batch`` std, or ``none`` (Dr. GRPO,
+    Liu et al. 2025)."""
+    clip_eps_low: float = 0.2
+    """Lower clip range of the importance ratio, 1 - ε_low (PPO, Schulman et al. 2017)."""
+    clip_eps_high: float = 0.2
+    """Upper clip range, 1 + ε_high; DAPO's clip-higher uses 0.28 (Yu et al. 2025)."""
+    loss_aggregation: str = "token_mean"
+    """``seq_mean`` (GRPO), ``token_mean`` (DAPO) or ``constant`` (Dr. GRPO, normaliser
+    ``max_new_tokens``)."""
+    kl_coef: float = 0.0
+    """β, weight of the KL to the reference policy; 0 skips the reference model entirely
+    (as DAPO and Dr. GRPO do)."""
+    kl_estimator: str = "k3"
+    """``k1`` (log ratio) or ``k3`` (Schulman 2020; used by GRPO) per-token KL estimate."""
+    kl_in: str = "loss"
+    """``loss`` (GRPO: β·KL added to the loss) or ``reward`` (PPO-RLHF, Ouyang et al. 2022:
+    -β·KL subtracted from per-token rewards)."""
+    entropy_coef: float = 0.0
+    """Weight of an entropy bonus (Williams & Peng 1991; Mnih et al. 2016)."""
+    top_entropy_ratio: float = 1.0
+    """Train only the top-ρ fraction of tokens by entropy (Wang et al. 2025, "Beyond the 80/20
+    Rule", ρ = 0.2); 1.0 trains on every token."""
+
+    # -- PPO value head ---------------------------------------------------------------------------
+    gamma: float = 1.0
+    """GAE discount γ (Schulman et al. 2016)."""
+    lam: float = 0.95
+    """GAE λ."""
+    vf_coef: float = 0.5
+    """Weight of the value loss (PPO)."""
+    value_clip: float | None = 0.2
+    """Clip range of the value update; None disables value clipping."""
+
+    # -- filters ----------------------------------------------------------------------------------
+    group_filter: str = "none"
+    """``zero_variance`` (drop groups with identical rewards; DAPO dynamic sampling, Yu et al.
+    2025), ``reinforce_rej`` (drop all-correct and all-wrong groups; Xiong et al. 2025), or
+    ``none``."""
+    resample_rounds: int = 0
+    """With a group filter, sample up to this many extra rounds of prompts to refill the batch
+    (DAPO dynamic sampling); 0 trains on the kept groups only."""
+    truncation: str = "none"
+    """Truncated completions: ``mask`` (excluded from the loss; DAPO overlong filtering),
+    ``penalty`` (reward set to ``truncation_penalty``), or ``none``."""
+    truncation_penalty: float = -1.0
+    """Reward given to truncated completions with ``truncation: penalty``."""
+
+    # -- optimiser --------------------------------------------------------------------------------
+    learning_rate: float = 1e-6
+    """AdamW learning rate (Loshchilov & Hutter 2019)."""
+    weight_decay: float = 0.0
+    """AdamW weight decay."""
+    adam_betas: tuple[float, float] = (0.9, 0.999)
+    """AdamW (β1, β2)."""
+    max_grad_norm: float | None = 1.0
+    """Clip the global gradient norm; None disables clipping."""
+    warmup_steps: int = 0
+    """Linear learning-rate warmup steps."""
+    lr_schedule: str = "constant"
+    """After warmup: ``constant``, ``linear`` decay to 0, or ``cosine`` decay to 0."""
+
+    # -- model options ----------------------------------------------------------------------------
+    lora: bool = False
+    """Train a LoRA adapter (Hu et al. 2022) via peft; the reference policy is the base with
+    the adapter disabled (no second copy in memory)."""
+    lora_r: int = 16
+    """LoRA rank."""
+    lora_alpha: int = 32
+    """LoRA scaling α."""
+    lora_dropout: float = 0.0
+    """LoRA dropout."""
+    lora_target_modules: list[str] | str = "all-linear"
+    """Modules that get adapters (peft's ``target_modules``)."""
+    gradient_checkpointing: bool = False
+    """Recompute activations in the backward pass (Chen et al. 2016) to save memory."""
+    device: str = "auto"
+    """``auto`` (CUDA if available, else CPU), ``cpu``, ``cuda``, ``cuda:1``, ..."""
+    dtype: str = "auto"
+    """``auto`` (bf16 on CUDA, fp32 on CPU), ``float32``, ``bfloat16``, ``float16``."""
+    seed: int = 0
+    """Seeds Python, NumPy and torch; the same seed and config give the same run."""
+
+    # -- logging, evaluation, checkpoints ---------------------------------------------------------
+    eval_every: int = 0
+    """Evaluate on ``eval_data`` every N steps (and at the start and end); 0 only at the end."""
+    eval_samples: int = 4
+    """Completions per held-out prompt at evaluation (the n of pass@k, mean@k)."""
+    eval_k: list[int] = field(default_factory=lambda: [1])
+    """k values for pass@k (Chen et al. 2021, unbiased estimator); each must be <= eval_samples."""
+    eval_max_prompts: int | None = None
+    """Evaluate on at most this many held-out prompts (None: all)."""
+    eval_temperature: float | None = None
+    """Sampling temperature at evaluation; None uses ``temperature``."""
+    save_every: int = 0
+    """Save a resumable checkpoint every N steps; 0 only at the end (and on Ctrl-C)."""
+    log_every: int = 1
+    """Write metrics every N steps."""
+    tensorboard: bool = True
+    """Also log to TensorBoard when it is installed."""
+    plots: bool = True
+    """Write PNG plots of the main curves at the end (matplotlib)."""
+    progress: bool = True
+    """Show a progress bar."""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.adam_betas, list):
+            self.adam_betas = tuple(self.adam_betas)  # type: ignore[assignment]
+        if isinstance(self.stop, str):
+            self.stop = [self.stop]
+        if isinstance(self.eval_k, int):
+            self.eval_k = [self.eval_k]
+        if self.advantage is None:
+            self.advantage = "gae" if self.algorithm == "ppo" else "grpo"
+
+    # -- validation -------------------------------------------------------------------------------
+    def validate(self) -> "TrainConfig":
+        """Check the options together; raise :class:`ConfigError` saying what to change."""
+        _choice("algorithm", self.algorithm, ALGORITHMS)
+        _choice("advantage", self.advantage, ADVANTAGES)
+        _choice("std_scale", self.std_scale, STD_SCALES)
+        _choice("loss_aggregation", self.loss_aggregation, AGGREGATIONS)
+        _choice("kl_estimator", self.kl_estimator, KL_ESTIMATORS)
+        _choice("kl_in", self.kl_in, KL_PLACES)
+        _choice("truncation", self.truncation, TRUNCATION)
+        _choice("group_filter", self.group_filter, GROUP_FILTERS)
+        _choice("lr_schedule", self.lr_schedule, SCHEDULES)
+        if not self.model:
+            raise ConfigError("no model: pass --model PATH_OR_ID or set train.model")
+        if not self.data:
+            raise ConfigError("no training data: pass --data FILE or set train.data")
+        if self.reward is None:
+            raise ConfigError("no reward: pass --reward NAME or --reward-config FILE, or set "
+                              "train.reward / a top-level reward: section")
+        for name in ("steps", "batch_size", "group_size", "epochs", "max_new_tokens",
+                     "eval_samples", "log_every"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if self.batch_size % self.group_size:
+            raise ConfigError(
+                f"batch_size ({self.batch_size}) is not divisible by group_size "
+                f"({self.group_size}): each prompt's {self.group_size} completions must fit in "
+                f"one batch; use batch_size {self._nearest_multiple()} for example"
+            )
+        if self.algorithm == "ppo" and self.advantage != "gae":
+            raise ConfigError(f"ppo uses a value head and advantage 'gae', got {self.advantage!r}"
+                              "; for critic-free estimators use algorithm grpo")
+        if self.algorithm == "grpo" and self.advantage == "gae":
+            raise ConfigError("advantage 'gae' needs a value head: use algorithm ppo")
+        if self.advantage == "rloo" and self.group_size < 2:
+            raise ConfigError("rloo needs group_size >= 2 (its baseline is the other samples)")
+        mini = self.mini_batch_size or self.batch_size
+        if mini > self.batch_size or self.batch_size % mini:
+            raise ConfigError(f"mini_batch_size ({mini}) must divide batch_size "
+                              f"({self.batch_size})")
+        micro = self.micro_batch_size or mini
+        if micro > mini or mini % micro:
+            raise ConfigError(f"micro_batch_size ({micro}) must divide mini_batch_size ({mini})")
+        if not 0 <= self.clip_eps_low < 1 or self.clip_eps_high < 0:
+            raise ConfigError("clip_eps_low must be in [0, 1) and clip_eps_high >= 0, got "
+                              f"{self.clip_eps_low}, {self.clip_eps_high}")
+        if not 0 < self.top_entropy_ratio <= 1:
+            raise ConfigError(f"top_entropy_ratio must be in (0, 1], got {self.top_entropy_ratio}")
+        if self.temperature <= 0:
+            raise ConfigError("temperature must be > 0 (the loss divides logits by it)")
+        if not 0 < self.top_p <= 1:
+            raise ConfigError(f"top_p must be in (0, 1], got {self.top_p}")
+        if self.kl_coef < 0 or self.entropy_coef < 0 or self.uncertainty_penalty < 0:
+            raise ConfigError("kl_coef, entropy_coef and uncertainty_penalty must be >= 0")
+        if self.learning_rate <= 0:
+            raise ConfigError(f"learning_rate must be > 0, got {self.learning_rate}")
+        bad_k = [k for k in self.eval_k if not 1 <= k <= self.eval_samples]
+        if bad_k:
+            raise ConfigError(f"eval_k {bad_k} must be between 1 and eval_samples "
+                              f"({self.eval_samples}); raise eval_samples or lower k")
+        if not 0 <= self.gamma <= 1 or not 0 <= self.lam <= 1:
+            raise ConfigError("gamma and lam must be in [0, 1]")
+        return self
+
+    def _nearest_multiple(self) -> int:
+        return max(self.group_size, round(self.batch_size / self.group_size) * self.group_size)
+
+    # -- construction -----------------------------------------------------------------------------
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> "TrainConfig":
+        """A config from a mapping; unknown keys are an error that lists the close ones."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            import difflib
+
+            hints = [f"{k!r} (did you mean {difflib.get_close_matches(k, known, 1)[0]!r}?)"
+                     if difflib.get_close_matches(k, known, 1) else repr(k) for k in unknown]
+            raise ConfigError(f"unknown train option(s): {', '.join(hints)}. "
+                              "See docs/trainer.md for the list.")
+        try:
+            return cls(**dict(values))
+        except TypeError as exc:
+            raise ConfigError(f"train config: {exc}") from exc
+
+    @classmethod
+    def from_file(cls, path: str | Path, **overrides: Any) -> "TrainConfig":
+        """Read the ``train:`` section of a YAML/TOML/JSON file; the top-level ``reward:``
+        section is the reward unless ``train.reward`` is set. ``overrides`` that are not None
+        replace file values (command-line flags)."""
+        data = read_config_file(Path(path))
+        section = data.get("train", {})
+        if not isinstance(section, Mapping):
+            raise ConfigError(f"{path}: `train:` must be a mapping of options")
+        values = dict(section)
+        if values.get("reward") is None and "reward" in data:
+            values["reward"] = _reward_section(data, path)
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        try:
+            return cls.from_dict(values)
+        except ConfigError as exc:
+            raise ConfigError(f"{path}: {exc}") from exc
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def _reward_section(data: Mapping[str, Any], path: str | Path) -> Any:
+    reward = data["reward"]
+    if isinstance(reward, Mapping) or isinstance(reward, str):
+        return reward
+    raise ConfigError(f"{path}: `reward:` must be a reward name or a composition mapping")
+
+
+def _choice(name: str, value: Any, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise ConfigError(f"{name} must be one of {', '.join(allowed)}; got {value!r}")

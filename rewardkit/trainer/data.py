@@ -1,0 +1,100 @@
+"""Prompts and references for training: read rows, apply chat templates, tokenise once, and
+hand out shuffled batches of prompts reproducibly (the sampler's state is checkpointed)."""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from ..compose import ConfigError
+from ..dataio import DataError, Source, detect_format, get_field, read_rows
+from ..types import Text
+
+
+@dataclass
+class Prompt:
+    """One training prompt: as written (string or chat messages), its reference, and the token
+    ids the policy sees (chat template applied)."""
+
+    prompt: Text
+    reference: Any
+    ids: list[int]
+
+
+def read_prompt_rows(location: str, prompt_field: str = "prompt",
+                     reference_field: str | None = "answer") -> list[tuple[Text, Any]]:
+    """``(prompt, reference)`` pairs from a JSONL/JSON/CSV/Parquet file, a saved ``datasets``
+    folder or ``hf:NAME``. A missing prompt column is an error that names the columns seen."""
+    try:
+        rows = list(read_rows(Source(location, detect_format(location))))
+    except DataError as exc:
+        raise ConfigError(str(exc)) from exc
+    if not rows:
+        raise ConfigError(f"{location!r} holds no rows")
+    out: list[tuple[Text, Any]] = []
+    for i, row in enumerate(rows):
+        prompt = get_field(row, prompt_field)
+        if prompt is None:
+            raise ConfigError(
+                f"{location!r} row {i} has no {prompt_field!r} field (columns: {sorted(row)}); "
+                "set prompt_field / --prompt-field"
+            )
+        if not isinstance(prompt, (str, list)):
+            raise ConfigError(f"{location!r} row {i}: the prompt must be a string or chat "
+                              f"messages, got {type(prompt).__name__}")
+        reference = get_field(row, reference_field) if reference_field else None
+        out.append((prompt, reference))
+    return out
+
+
+def encode_prompt(tokenizer: Any, prompt: Text) -> list[int]:
+    """Token ids of a prompt. Chat messages go through the tokenizer's chat template with the
+    generation prompt added; a plain string is tokenised as is (with the tokenizer's usual
+    special tokens, e.g. BOS)."""
+    if isinstance(prompt, str):
+        return list(tokenizer(prompt).input_ids)
+    if getattr(tokenizer, "chat_template", None) is None:
+        raise ConfigError("the prompts are chat messages but the tokenizer has no chat template; "
+                          "give plain-text prompts or a model with a chat template")
+    text = tokenizer.apply_chat_template(list(prompt), tokenize=False, add_generation_prompt=True)
+    return list(tokenizer(text, add_special_tokens=False).input_ids)
+
+
+def load_prompts(location: str, tokenizer: Any, prompt_field: str = "prompt",
+                 reference_field: str | None = "answer") -> list[Prompt]:
+    """Read and tokenise every prompt of a dataset."""
+    return [Prompt(p, r, encode_prompt(tokenizer, p))
+            for p, r in read_prompt_rows(location, prompt_field, reference_field)]
+
+
+class PromptSampler:
+    """Hands out prompts in shuffled epochs, seeded; its state can be saved and restored so a
+    resumed run sees the same prompts the uninterrupted run would have seen."""
+
+    def __init__(self, prompts: Sequence[Prompt], seed: int = 0) -> None:
+        if not prompts:
+            raise ConfigError("no training prompts")
+        self.prompts = list(prompts)
+        self.rng = random.Random(seed)
+        self.order: list[int] = []
+        self.position = 0
+
+    def next(self, n: int) -> list[Prompt]:
+        out: list[Prompt] = []
+        while len(out) < n:
+            if self.position >= len(self.order):
+                self.order = list(range(len(self.prompts)))
+                self.rng.shuffle(self.order)
+                self.position = 0
+            out.append(self.prompts[self.order[self.position]])
+            self.position += 1
+        return out
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"rng": self.rng.getstate(), "order": self.order, "position": self.position}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        rng_state = state["rng"]
+        self.rng.setstate((rng_state[0], tuple(rng_state[1]), rng_state[2]))
+        self.order = list(state["order"])
+        self.position = int(state["position"])

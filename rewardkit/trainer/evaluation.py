@@ -1,0 +1,92 @@
+"""Held-out evaluation: mean reward, pass@k and mean@n for any Scorer, greedy accuracy, and an
+optional gold Scorer beside the training reward (over-optimisation shows as training reward
+rising while gold stalls)."""
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+import torch
+
+from ..scorer import Scorer
+from ..types import Sample
+from .data import Prompt
+from .generation import GenerationOptions, generate, left_pad
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k from ``n`` samples of which ``c`` are correct (Chen et al. 2021, "Evaluating
+    Large Language Models Trained on Code"): ``1 - C(n-c, k) / C(n, k)``."""
+    if not 0 <= c <= n or not 1 <= k <= n:
+        raise ValueError(f"need 0 <= c <= n and 1 <= k <= n, got n={n}, c={c}, k={k}")
+    if n - c < k:
+        return 1.0
+    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
+
+
+def _score(scorer: Scorer, prompts: Sequence[Prompt], texts: Sequence[str], per: int) -> list[float]:
+    samples = [Sample(prompts[i // per].prompt, t, prompts[i // per].reference) for i, t in
+               enumerate(texts)]
+    return [s.value for s in scorer.score(samples)]
+
+
+@torch.no_grad()
+def evaluate(model: Any, tokenizer: Any, prompts: Sequence[Prompt], scorer: Scorer,
+             options: GenerationOptions, device: torch.device, samples: int = 4,
+             ks: Sequence[int] = (1,), gold: Scorer | None = None, greedy: bool = True,
+             success_threshold: float = 1.0, batch_prompts: int = 64) -> dict[str, float]:
+    """Sample ``samples`` completions per held-out prompt and report:
+
+    - ``eval/reward_mean``: mean reward over all samples;
+    - ``eval/mean@n``: mean fraction of correct samples per prompt (correct: reward >=
+      ``success_threshold``);
+    - ``eval/pass@k``: unbiased pass@k for each k;
+    - ``eval/greedy``: fraction of prompts whose greedy completion is correct;
+    - ``eval/gold_mean`` (and ``eval/gold_pass@1``) with a gold scorer.
+    """
+    rewards: list[float] = []
+    gold_rewards: list[float] = []
+    greedy_rewards: list[float] = []
+    for start in range(0, len(prompts), batch_prompts):
+        chunk = list(prompts[start:start + batch_prompts])
+        rollout = generate(model, tokenizer, [p.ids for p in chunk], samples, options, device)
+        rewards += _score(scorer, chunk, rollout.texts, samples)
+        if gold is not None:
+            gold_rewards += _score(gold, chunk, rollout.texts, samples)
+        if greedy:
+            greedy_rewards += _score(scorer, chunk, greedy_texts(model, tokenizer, chunk, options,
+                                                                 device), 1)
+    out: dict[str, float] = {"eval/reward_mean": sum(rewards) / len(rewards)}
+    correct = [sum(r >= success_threshold for r in rewards[i:i + samples])
+               for i in range(0, len(rewards), samples)]
+    out["eval/mean@n"] = sum(correct) / (len(correct) * samples)
+    for k in ks:
+        out[f"eval/pass@{k}"] = sum(pass_at_k(samples, c, k) for c in correct) / len(correct)
+    if greedy:
+        out["eval/greedy"] = sum(r >= success_threshold for r in greedy_rewards) / len(prompts)
+    if gold is not None:
+        out["eval/gold_mean"] = sum(gold_rewards) / len(gold_rewards)
+        gold_correct = [sum(r >= success_threshold for r in gold_rewards[i:i + samples])
+                        for i in range(0, len(gold_rewards), samples)]
+        out["eval/gold_pass@1"] = sum(gold_correct) / (len(gold_correct) * samples)
+    return out
+
+
+def greedy_texts(model: Any, tokenizer: Any, prompts: Sequence[Prompt],
+                 options: GenerationOptions, device: torch.device) -> list[str]:
+    """Greedy completions, one per prompt."""
+    ids, mask = left_pad([p.ids for p in prompts], tokenizer.pad_token_id, device)
+    was_training = model.training
+    model.eval()
+    kwargs: dict[str, Any] = {}
+    if options.stop:
+        kwargs.update(stop_strings=list(options.stop), tokenizer=tokenizer)
+    out = model.generate(input_ids=ids, attention_mask=mask, do_sample=False, temperature=None,
+                         top_p=None, top_k=None, max_new_tokens=options.max_new_tokens,
+                         pad_token_id=tokenizer.pad_token_id, **kwargs)
+    model.train(was_training)
+    texts = tokenizer.batch_decode(out[:, ids.shape[1]:], skip_special_tokens=True)
+    if options.stop:
+        texts = [min((t[:t.find(s) + len(s)] for s in options.stop if s in t), key=len, default=t)
+                 for t in texts]
+    return texts

@@ -1,0 +1,411 @@
+"""The training loop. One step reads top to bottom:
+
+    prompts → generate G completions each → score with the Scorer → advantages → filters
+    → clipped policy loss (+ KL, entropy, value) → optimizer step → metrics
+
+Each arrow is a function of its own module (generation, advantages, filters, losses, value),
+tested alone; this module only wires them.
+"""
+from __future__ import annotations
+
+import math
+import random
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from .. import registry
+from ..scorer import Scorer
+from ..types import Sample
+from . import advantages as adv
+from . import checkpoint as ckpt
+from . import filters
+from .config import TrainConfig
+from .data import PromptSampler, load_prompts
+from .distributed import Dist
+from .evaluation import evaluate
+from .generation import GenerationOptions, Rollout, concat_rollouts, generate
+from .losses import (aggregate, clipped_policy_loss, entropy_from_logits, kl_penalty,
+                     token_logprobs, top_entropy_mask, value_loss)
+from .metrics import MetricsLogger
+from .policy import Policy, load_policy, unwrap
+from .value import ValueHead, token_rewards
+
+
+@dataclass
+class Batch:
+    """What one step trains on: the rollout and, per completion, everything the loss needs."""
+
+    rollout: Rollout
+    rewards: torch.Tensor
+    advantages: torch.Tensor           # [B] (critic-free) or [B, T] (GAE)
+    loss_mask: torch.Tensor            # [B, T] completion tokens that train
+    old_logp: torch.Tensor | None = None
+    ref_logp: torch.Tensor | None = None
+    old_values: torch.Tensor | None = None
+    returns: torch.Tensor | None = None
+    stats: dict[str, float] = field(default_factory=dict)
+
+
+class Trainer:
+    """GRPO/PPO on any HF causal LM with any Scorer. ``Trainer(cfg).train()`` runs it all."""
+
+    def __init__(self, cfg: TrainConfig, scorer: Scorer | None = None,
+                 gold_scorer: Scorer | None = None, resume: str | Path | None = None) -> None:
+        self.cfg = cfg.validate()
+        self.dist = Dist.from_env()
+        _seed_everything(cfg.seed + self.dist.rank)
+        self.policy: Policy = load_policy(cfg, self.dist.device(cfg.device))
+        self.scorer = scorer or registry.load(cfg.reward, **cfg.reward_options)
+        self.gold = gold_scorer or (registry.load(cfg.gold_reward) if cfg.gold_reward else None)
+        tok = self.policy.tokenizer
+        self.sampler = PromptSampler(load_prompts(cfg.data, tok, cfg.prompt_field,
+                                                  cfg.reference_field), seed=cfg.seed + self.dist.rank)
+        self.eval_prompts = (load_prompts(cfg.eval_data, tok, cfg.prompt_field, cfg.reference_field)
+                             [:cfg.eval_max_prompts] if cfg.eval_data else [])
+        self.gen = GenerationOptions(cfg.max_new_tokens, cfg.temperature, cfg.top_p, cfg.top_k,
+                                     tuple(cfg.stop))
+        self.value_head = None
+        if cfg.algorithm == "ppo":
+            hidden = unwrap(self.policy.model).config.get_text_config().hidden_size
+            self.value_head = ValueHead(hidden).to(self.policy.device)
+        self.model = self.dist.wrap(self.policy.model)
+        self.value_module = self.dist.wrap(self.value_head) if self.value_head else None
+        params = [p for p in self.policy.model.parameters() if p.requires_grad]
+        if self.value_head is not None:
+            params += list(self.value_head.parameters())
+        self.params = params
+        self.optimizer = torch.optim.AdamW(params, lr=cfg.learning_rate, betas=cfg.adam_betas,
+                                           weight_decay=cfg.weight_decay)
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, self._lr_factor)
+        self.step_count = 0
+        self.output = Path(cfg.output_dir)
+        self.logger = MetricsLogger(self.output, cfg.tensorboard, cfg.plots,
+                                    enabled=self.dist.is_main)
+        if resume is not None:
+            self._resume(ckpt.find_checkpoint(resume))
+
+    # -- the step ---------------------------------------------------------------------------------
+    def step(self) -> dict[str, float]:
+        """One RL step; returns its metrics."""
+        start = time.perf_counter()
+        batch = self.collect()
+        collected = time.perf_counter()
+        stats = self.update(batch) if batch.loss_mask.any() else {"skipped": 1.0}
+        self.scheduler.step()
+        self.step_count += 1
+        elapsed = time.perf_counter() - start
+        generated = batch.rollout.completion_mask.sum().item()
+        return {**batch.stats, **stats, "lr": self.scheduler.get_last_lr()[0],
+                "time/step": elapsed, "time/update": time.perf_counter() - collected,
+                "tokens_per_s": generated * self.dist.world_size / elapsed}
+
+    def collect(self) -> Batch:
+        """Generate, score and filter until the batch is full (or resampling rounds run out),
+        then compute advantages."""
+        cfg = self.cfg
+        n_prompts = cfg.batch_size // cfg.group_size // self.dist.world_size or 1
+        parts: list[tuple[Rollout, torch.Tensor]] = []
+        stats: dict[str, float] = {"time/generate": 0.0, "time/score": 0.0}
+        kept_groups, seen_groups, zero_var = 0, 0, 0
+        for round_ in range(cfg.resample_rounds + 1):
+            prompts = self.sampler.next(n_prompts if round_ == 0 else n_prompts - kept_groups)
+            t0 = time.perf_counter()
+            rollout = generate(unwrap(self.model), self.policy.tokenizer, [p.ids for p in prompts],
+                               cfg.group_size, self.gen, self.policy.device)
+            t1 = time.perf_counter()
+            rewards, score_stats = self.score(prompts, rollout)
+            stats["time/generate"] += t1 - t0
+            stats["time/score"] += time.perf_counter() - t1
+            if round_ == 0:
+                stats.update(score_stats)
+                stats.update(_rollout_stats(rollout))
+            zero_var += int(filters.zero_variance_groups(rewards, cfg.group_size).sum())
+            keep = self.group_keep(rewards)
+            seen_groups += len(prompts)
+            if cfg.group_filter != "none":
+                index = keep.nonzero().squeeze(-1)
+                rollout, rewards = rollout.select(index), rewards[index]
+            parts.append((rollout, rewards))
+            kept_groups += len(rewards) // cfg.group_size
+            if kept_groups >= n_prompts or cfg.group_filter == "none":
+                break
+        rollout = concat_rollouts([p[0] for p in parts], self.policy.tokenizer.pad_token_id)
+        rewards = torch.cat([p[1] for p in parts])
+        stats.update({"groups/zero_variance": zero_var / seen_groups,
+                      "groups/kept": kept_groups / seen_groups, "resample_rounds": len(parts) - 1})
+        return self.make_batch(rollout, rewards, stats)
+
+    def score(self, prompts: list, rollout: Rollout) -> tuple[torch.Tensor, dict[str, float]]:
+        """Rewards from the Scorer, ``r - λ·uncertainty`` where a Score reports uncertainty, and
+        the truncation penalty."""
+        g = self.cfg.group_size
+        samples = [Sample(prompts[i // g].prompt, text, prompts[i // g].reference,
+                          {"group": i // g}) for i, text in enumerate(rollout.texts)]
+        scores = self.scorer.score(samples)
+        values = [s.value - self.cfg.uncertainty_penalty * (s.uncertainty or 0.0) for s in scores]
+        rewards = torch.tensor(values, dtype=torch.float32, device=self.policy.device)
+        if self.cfg.truncation == "penalty":
+            rewards = filters.penalize_truncated(rewards, rollout.truncated,
+                                                 self.cfg.truncation_penalty)
+        stats = {"reward/mean": float(np.mean(values)), "reward/std": float(np.std(values)),
+                 "reward/errors": sum(not s.ok for s in scores) / len(scores)}
+        for name in scores[0].components if scores else ():
+            stats[f"reward/{name}"] = float(np.mean([s.components.get(name, 0.0) for s in scores]))
+        return rewards, stats
+
+    def group_keep(self, rewards: torch.Tensor) -> torch.Tensor:
+        """Which completions the group filter keeps (whole groups)."""
+        if self.cfg.group_filter == "zero_variance":
+            return filters.keep_nonzero_variance(rewards, self.cfg.group_size)
+        if self.cfg.group_filter == "reinforce_rej":
+            return filters.reinforce_rej(rewards, self.cfg.group_size)
+        return torch.ones_like(rewards, dtype=torch.bool)
+
+    @torch.no_grad()
+    def make_batch(self, rollout: Rollout, rewards: torch.Tensor, stats: dict[str, float]) -> Batch:
+        """Old/reference log-probs and values where the loss needs them, then advantages."""
+        cfg = self.cfg
+        mask = rollout.completion_mask.float()
+        if cfg.truncation == "mask":
+            mask = mask * filters.keep_untruncated(rollout.truncated).unsqueeze(1)
+        needs_old = cfg.epochs > 1 or (cfg.mini_batch_size or cfg.batch_size) < cfg.batch_size
+        old_logp = old_values = ref_logp = None
+        if needs_old or self.value_head is not None:
+            old_logp, _, old_values = self.forward(self.model, rollout, values=True)
+        if self.policy.has_reference and cfg.kl_coef > 0:
+            with self.policy.reference_model() as ref:
+                ref_logp, _, _ = self.forward(ref, rollout, values=False)
+        seq_rewards = rewards
+        if ref_logp is not None and cfg.kl_in == "reward":
+            logp = old_logp if old_logp is not None else self.forward(self.model, rollout)[0]
+            kl = kl_penalty(logp, ref_logp, cfg.kl_estimator)
+            if cfg.advantage != "gae":  # sequence-level rewards: the summed per-token KL
+                seq_rewards = rewards - cfg.kl_coef * (kl * mask).sum(-1)
+        returns = None
+        if cfg.advantage == "gae":
+            kl = (kl_penalty(old_logp, ref_logp, cfg.kl_estimator)
+                  if ref_logp is not None and cfg.kl_in == "reward" else None)
+            per_token = token_rewards(rewards, rollout.completion_mask, kl, cfg.kl_coef)
+            advantages, returns = adv.gae(per_token, old_values, rollout.completion_mask,
+                                          cfg.gamma, cfg.lam)
+            advantages = adv.whiten(advantages, mask)
+        elif cfg.advantage == "rloo":
+            advantages = adv.rloo_advantages(seq_rewards, cfg.group_size)
+        elif cfg.advantage == "reinforce_pp":
+            advantages = adv.reinforce_pp_advantages(seq_rewards, cfg.group_size)
+        else:
+            advantages = adv.grpo_advantages(seq_rewards, cfg.group_size, cfg.std_scale)
+        seq_adv = advantages if advantages.dim() == 1 else (advantages * mask).sum(-1)
+        stats.update({"advantage/mean": seq_adv.mean().item(), "advantage/std":
+                      seq_adv.std().item() if len(seq_adv) > 1 else 0.0,
+                      "advantage/abs_max": seq_adv.abs().max().item() if len(seq_adv) else 0.0})
+        return Batch(rollout, rewards, advantages, mask, old_logp, ref_logp, old_values, returns,
+                     stats)
+
+    def forward(self, model: Any, rollout: Rollout, values: bool = False,
+                entropy: bool = False) -> tuple[torch.Tensor, torch.Tensor | None,
+                                                torch.Tensor | None]:
+        """Per-token log-probs of the completion (at the sampling temperature), and optionally
+        entropies and values, from one forward pass over prompt + completion."""
+        ids = torch.cat([rollout.prompt_ids, rollout.completion_ids], dim=1)
+        attention = torch.cat([rollout.prompt_mask, rollout.completion_mask], dim=1)
+        # Positions count real tokens only, as generate() counts them for left-padded prompts.
+        positions = (attention.cumsum(-1) - 1).clamp(min=0)
+        steps = rollout.completion_ids.shape[1]
+        want_values = values and self.value_head is not None
+        out = model(input_ids=ids, attention_mask=attention, position_ids=positions,
+                    logits_to_keep=steps + 1, output_hidden_states=want_values, use_cache=False)
+        logits = out.logits[:, :-1] / self.cfg.temperature
+        logp = token_logprobs(logits, rollout.completion_ids)
+        ent = None
+        if entropy:
+            ent = entropy_from_logits(logits) if self._entropy_has_grad() else \
+                entropy_from_logits(logits.detach())
+        vals = None
+        if want_values:
+            hidden = out.hidden_states[-1][:, -steps - 1:-1]
+            vals = self.value_module(hidden)
+        return logp, ent, vals
+
+    def _entropy_has_grad(self) -> bool:
+        return self.cfg.entropy_coef > 0
+
+    def update(self, batch: Batch) -> dict[str, float]:
+        """``epochs`` passes over the batch in mini-batches (one optimizer step each), each
+        mini-batch in micro-batches (gradient accumulation)."""
+        cfg = self.cfg
+        n = len(batch.rollout)
+        mini = min(cfg.mini_batch_size or n, n)
+        micro = min(cfg.micro_batch_size or mini, mini)
+        sums: dict[str, float] = {}
+        count = 0
+        norms: list[float] = []
+        self.model.train()
+        for _ in range(cfg.epochs):
+            order = torch.randperm(n) if mini < n else torch.arange(n)
+            for lo in range(0, n, mini):
+                rows = order[lo:lo + mini].to(batch.loss_mask.device)
+                num_tokens = self.dist.sum(batch.loss_mask[rows].sum().item())
+                num_seqs = self.dist.sum(float((batch.loss_mask[rows].sum(-1) > 0).sum().item()))
+                for mlo in range(0, len(rows), micro):
+                    last = mlo + micro >= len(rows)
+                    with self.dist.no_sync(self.model, self.value_module, skip=last):
+                        parts = self.loss(batch, rows[mlo:mlo + micro], num_tokens, num_seqs)
+                        (parts.pop("loss") * self.dist.world_size).backward()
+                    for key, value in parts.items():
+                        sums[key] = sums.get(key, 0.0) + value
+                    count += 1
+                norm = torch.nn.utils.clip_grad_norm_(self.params, cfg.max_grad_norm or math.inf)
+                norms.append(norm.item())
+                self.optimizer.step()
+                self.optimizer.zero_grad(set_to_none=True)
+        return {**{k: v / max(count, 1) for k, v in sums.items()},
+                "grad_norm": sum(norms) / len(norms), "optimizer_steps": len(norms)}
+
+    def loss(self, batch: Batch, rows: torch.Tensor, num_tokens: float,
+             num_seqs: float) -> dict[str, Any]:
+        """Clipped policy loss + β·KL − c·entropy (+ value loss) on some rows of the batch."""
+        cfg = self.cfg
+        rollout = batch.rollout.select(rows)
+        mask = batch.loss_mask[rows]
+        logp, entropy, values = self.forward(self.model, rollout, values=True, entropy=True)
+        old = batch.old_logp[rows] if batch.old_logp is not None else logp.detach()
+        clipped = clipped_policy_loss(logp, old, batch.advantages[rows], cfg.clip_eps_low,
+                                      cfg.clip_eps_high)
+        per_token = clipped.per_token
+        train_mask = mask
+        if cfg.top_entropy_ratio < 1.0:
+            train_mask = mask * top_entropy_mask(entropy, mask, cfg.top_entropy_ratio)
+        kl = None
+        if batch.ref_logp is not None:
+            kl = kl_penalty(logp, batch.ref_logp[rows], cfg.kl_estimator)
+            if cfg.kl_in == "loss":
+                per_token = per_token + cfg.kl_coef * kl
+        if cfg.entropy_coef > 0:
+            per_token = per_token - cfg.entropy_coef * entropy
+        loss = aggregate(per_token, train_mask, cfg.loss_aggregation, num_tokens=num_tokens,
+                         num_seqs=num_seqs, max_tokens=cfg.max_new_tokens)
+        out: dict[str, Any] = {}
+        if values is not None:
+            vloss = value_loss(values, batch.old_values[rows], batch.returns[rows], cfg.value_clip)
+            vloss = aggregate(vloss, mask, "token_mean", num_tokens=num_tokens)
+            loss = loss + cfg.vf_coef * vloss
+            out["loss/value"] = vloss.item()
+        denom = mask.sum().clamp(min=1)
+        out.update({
+            "loss": loss, "loss/policy": loss.item(),
+            "clip_fraction": ((clipped.clipped.float() * mask).sum() / denom).item(),
+            "ratio/mean": ((clipped.ratio.detach() * mask).sum() / denom).item(),
+            "entropy": ((entropy.detach() * mask).sum() / denom).item(),
+        })
+        if kl is not None:
+            out["kl"] = ((kl.detach() * mask).sum() / denom).item()
+        return out
+
+    # -- the run ----------------------------------------------------------------------------------
+    def train(self) -> dict[str, float]:
+        """Run to ``cfg.steps``: progress bar, metrics, periodic evaluation and checkpoints, a
+        checkpoint on Ctrl-C, and the final model in ``output_dir/final``. Returns the last
+        evaluation (or step) metrics."""
+        from tqdm.auto import tqdm
+
+        cfg = self.cfg
+        last: dict[str, float] = {}
+        if self.step_count == 0 and self.eval_prompts:
+            self.logger.log(0, self.evaluate())
+        bar = tqdm(total=cfg.steps, initial=self.step_count, disable=not (cfg.progress and
+                                                                          self.dist.is_main),
+                   desc=f"{cfg.algorithm} steps")
+        try:
+            while self.step_count < cfg.steps:
+                metrics = self.dist.mean_metrics(self.step())
+                step = self.step_count
+                if self.eval_prompts and cfg.eval_every and step % cfg.eval_every == 0 \
+                        and step < cfg.steps:
+                    metrics.update(self.evaluate())
+                if step % cfg.log_every == 0 or step == cfg.steps:
+                    self.logger.log(step, metrics)
+                if cfg.save_every and step % cfg.save_every == 0:
+                    self.save()
+                bar.update(1)
+                bar.set_postfix(reward=f"{metrics.get('reward/mean', float('nan')):.3f}")
+                last = metrics
+        except KeyboardInterrupt:
+            self.save()
+            bar.close()
+            raise
+        bar.close()
+        if self.eval_prompts:
+            last = self.evaluate()
+            self.logger.log(self.step_count, last)
+        self.save()
+        if self.dist.is_main:
+            ckpt.save_final(self.output, unwrap(self.model), self.policy.tokenizer,
+                            self.policy.uses_lora)
+        self.logger.close()
+        return last
+
+    def evaluate(self) -> dict[str, float]:
+        cfg = self.cfg
+        options = GenerationOptions(cfg.max_new_tokens, cfg.eval_temperature or cfg.temperature,
+                                    cfg.top_p, cfg.top_k, tuple(cfg.stop))
+        return evaluate(unwrap(self.model), self.policy.tokenizer, self.eval_prompts, self.scorer,
+                        options, self.policy.device, cfg.eval_samples, cfg.eval_k, self.gold)
+
+    # -- checkpoints ------------------------------------------------------------------------------
+    def save(self) -> Path | None:
+        """A resumable checkpoint of the current step (main process only)."""
+        if not self.dist.is_main:
+            return None
+        state = {"step": self.step_count, "optimizer": self.optimizer.state_dict(),
+                 "scheduler": self.scheduler.state_dict(), "sampler": self.sampler.state_dict(),
+                 "value_head": self.value_head.state_dict() if self.value_head else None,
+                 "config": self.cfg.to_dict()}
+        return ckpt.save_checkpoint(self.output / "checkpoints" / f"step-{self.step_count}",
+                                    unwrap(self.model), self.policy.tokenizer, state)
+
+    def _resume(self, checkpoint: Path) -> None:
+        state = ckpt.load_state(checkpoint)
+        ckpt.load_model_weights(unwrap(self.model), checkpoint, self.policy.uses_lora)
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.sampler.load_state_dict(state["sampler"])
+        if self.value_head is not None and state.get("value_head"):
+            self.value_head.load_state_dict(state["value_head"])
+        self.step_count = int(state["step"])
+        ckpt.set_rng_state(state["rng"])
+        self.logger.truncate_after(self.step_count)
+
+    def _lr_factor(self, step: int) -> float:
+        cfg = self.cfg
+        if step < cfg.warmup_steps:
+            return (step + 1) / (cfg.warmup_steps + 1)
+        progress = (step - cfg.warmup_steps) / max(1, cfg.steps - cfg.warmup_steps)
+        if cfg.lr_schedule == "linear":
+            return max(0.0, 1.0 - progress)
+        if cfg.lr_schedule == "cosine":
+            return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
+        return 1.0
+
+
+def _rollout_stats(rollout: Rollout) -> dict[str, float]:
+    lengths = rollout.completion_mask.sum(-1).float()
+    return {"completion/length": lengths.mean().item(),
+            "completion/truncated": rollout.truncated.float().mean().item()}
+
+
+def _seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def train(cfg: TrainConfig, scorer: Scorer | None = None, resume: str | Path | None = None
+          ) -> dict[str, float]:
+    """Python API: train as the config says and return the final evaluation metrics."""
+    return Trainer(cfg, scorer=scorer, resume=resume).train()

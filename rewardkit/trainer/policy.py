@@ -1,0 +1,128 @@
+"""Load the policy (and, when the KL needs one, the reference policy).
+
+fp32 on CPU, bf16 on CUDA unless told otherwise. With LoRA the reference is the same model with
+the adapter disabled, so no second copy sits in memory; without LoRA it is a frozen copy, made
+only when ``kl_coef > 0``.
+"""
+from __future__ import annotations
+
+import contextlib
+import copy
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+import torch
+
+from ..compose import ConfigError
+from .config import TrainConfig
+
+_DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
+           "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}
+
+
+def resolve_device(name: str) -> torch.device:
+    """``auto`` means CUDA when available, else CPU."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device(name)
+    except RuntimeError as exc:
+        raise ConfigError(f"device {name!r} is not a torch device (use cpu, cuda, cuda:1)") from exc
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f"device {name!r} asked for but CUDA is not available; use cpu")
+    return device
+
+
+def resolve_dtype(name: str, device: torch.device) -> torch.dtype:
+    """``auto`` means bf16 on CUDA, fp32 elsewhere."""
+    if name == "auto":
+        return torch.bfloat16 if device.type == "cuda" else torch.float32
+    if name not in _DTYPES:
+        raise ConfigError(f"dtype must be auto or one of {sorted(_DTYPES)}, got {name!r}")
+    return _DTYPES[name]
+
+
+@dataclass
+class Policy:
+    """The trained model, its tokenizer, and how to get reference log-probs."""
+
+    model: Any
+    tokenizer: Any
+    device: torch.device
+    reference: Any = None
+    uses_lora: bool = False
+
+    @property
+    def has_reference(self) -> bool:
+        return self.uses_lora or self.reference is not None
+
+    @contextlib.contextmanager
+    def reference_model(self) -> Iterator[Any]:
+        """The reference policy for a no-grad forward: the frozen copy, or the same model with
+        its LoRA adapter disabled for the duration of the block."""
+        if self.uses_lora:
+            with unwrap(self.model).disable_adapter():
+                yield self.model
+        elif self.reference is not None:
+            yield self.reference
+        else:
+            raise RuntimeError("no reference policy: set kl_coef > 0 to create one")
+
+
+def unwrap(model: Any) -> Any:
+    """The model inside a DistributedDataParallel wrapper (or the model itself)."""
+    return getattr(model, "module", model)
+
+
+def load_tokenizer(name: str) -> Any:
+    """The tokenizer, left-padded for generation, with a pad token (EOS when it has none)."""
+    from transformers import AutoTokenizer
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(name)
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"could not load a tokenizer from {name!r}: {exc}") from exc
+    if tokenizer.pad_token is None:
+        if tokenizer.eos_token is None:
+            raise ConfigError(f"tokenizer of {name!r} has neither a pad nor an eos token")
+        tokenizer.pad_token = tokenizer.eos_token
+    tokenizer.padding_side = "left"
+    return tokenizer
+
+
+def load_policy(cfg: TrainConfig, device: torch.device | None = None) -> Policy:
+    """Load model and tokenizer as the config says: device, dtype, LoRA, gradient
+    checkpointing, and the reference policy when ``kl_coef > 0``."""
+    from transformers import AutoModelForCausalLM
+
+    device = device or resolve_device(cfg.device)
+    dtype = resolve_dtype(cfg.dtype, device)
+    tokenizer = load_tokenizer(cfg.model)
+    try:
+        model = AutoModelForCausalLM.from_pretrained(cfg.model, dtype=dtype)
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"could not load a causal LM from {cfg.model!r}: {exc}") from exc
+    model.to(device)
+    if model.generation_config.pad_token_id is None:
+        model.generation_config.pad_token_id = tokenizer.pad_token_id
+    if cfg.gradient_checkpointing:
+        model.gradient_checkpointing_enable()
+        model.config.use_cache = False
+    reference = None
+    if cfg.lora:
+        model = _add_lora(model, cfg)
+    elif cfg.kl_coef > 0:
+        reference = copy.deepcopy(model).eval().requires_grad_(False)
+    return Policy(model, tokenizer, device, reference, uses_lora=cfg.lora)
+
+
+def _add_lora(model: Any, cfg: TrainConfig) -> Any:
+    try:
+        from peft import LoraConfig, get_peft_model
+    except ImportError as exc:
+        raise ConfigError("lora: true needs peft: pip install 'rewardkit[train]'") from exc
+    lora = LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout,
+                      target_modules=cfg.lora_target_modules, task_type="CAUSAL_LM")
+    if cfg.gradient_checkpointing:
+        model.enable_input_require_grads()
+    return get_peft_model(model, lora)
