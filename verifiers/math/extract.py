@@ -16,7 +16,7 @@ _BOX = re.compile(r"\\(?:boxed|fbox)\s*")
 _ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE)
 _GSM8K = re.compile(r"####\s*([^\n]+)")
 _PHRASE = re.compile(
-    r"(?:\bfinal\s+answer|\bthe\s+answer|^\s*\**answer\**)\s*(?:is\b|:|=)\s*:?\s*\**\s*([^\n]+)",
+    r"(?:\bfinal\s+answer|\bthe\s+answer|^\s*\**answer\**)\s*(?:is\b|:|=)\s*:?\s*\**\s*",
     re.IGNORECASE | re.MULTILINE,
 )
 _CHOICE = re.compile(r"\(([A-J])\)|\b([A-J])\)|\\text(?:bf)?\{\(?([A-J])\)?\}")
@@ -71,6 +71,19 @@ def boxed_contents(text: str) -> list[str]:
                 pos = i
 
 
+def _unbox(answer: str, limit: int = 64) -> str:
+    """``\\boxed{\\boxed{5}}`` → ``5`` (at most ``limit`` levels; deeper is left to the size
+    guard)."""
+    for _ in range(limit):
+        inner = boxed_contents(answer)
+        if len(inner) != 1 or not answer.startswith("\\boxed") or not answer.endswith("}"):
+            return answer
+        if len(inner[0]) < len(answer) - len("\\boxed{}") - 1:
+            return answer
+        answer = inner[0].strip()
+    return answer
+
+
 def _trim_phrase(answer: str) -> str:
     """The answer part of "the answer is X. Because ..." (a period inside 3.5 is kept)."""
     m = _SENTENCE_END.search(answer)
@@ -90,7 +103,7 @@ def _strip_delimiters(answer: str) -> str:
 def extract(text: str, opts: MathOptions, gold_is_choice: bool = False) -> Extraction:
     """The candidate final answers of ``text``, from the strongest source that has any."""
     if opts.boxed:
-        boxes = [b.strip() for b in boxed_contents(text)]
+        boxes = [_unbox(b.strip()) for b in boxed_contents(text)]
         boxes = [b for b in boxes if b]
         if boxes:
             return Extraction(tuple(boxes), "boxed")
@@ -103,9 +116,12 @@ def extract(text: str, opts: MathOptions, gold_is_choice: bool = False) -> Extra
         if marks and marks[-1].strip():
             return Extraction((_strip_delimiters(marks[-1]),), "gsm8k")
     if opts.answer_phrase:
-        phrases = _PHRASE.findall(text)
-        if phrases:
-            answer = _strip_delimiters(_trim_phrase(phrases[-1]))
+        last = None
+        for last in _PHRASE.finditer(text):
+            pass
+        if last is not None:
+            end = text.find("\n", last.end())
+            answer = _strip_delimiters(_trim_phrase(text[last.end():end if end >= 0 else None]))
             if answer:
                 return Extraction((answer,), "answer_phrase")
     if opts.choice and gold_is_choice:

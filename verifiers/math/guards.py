@@ -14,6 +14,7 @@ _OPEN = "([{"
 _CLOSE = ")]}"
 _FACTORIAL = re.compile(r"(\d+)\s*\)?\s*!")
 _INT = re.compile(r"\d+")
+_GROUP_FACTORIAL = re.compile(r"[)}]\s*!")
 
 
 def nesting_depth(s: str) -> int:
@@ -27,6 +28,19 @@ def nesting_depth(s: str) -> int:
         elif c in _CLOSE:
             depth = max(0, depth - 1)
     return best
+
+
+def _bracketed_before(s: str, close: int) -> str:
+    """The text inside the bracket group that ends at ``s[close]`` (``(10^{8})`` in ``(10^{8})!``)."""
+    depth = 0
+    for j in range(close, -1, -1):
+        if s[j] in ")}":
+            depth += 1
+        elif s[j] in "({":
+            depth -= 1
+            if depth == 0:
+                return s[j + 1:close]
+    return ""
 
 
 def _group(s: str, i: int) -> tuple[str, int]:
@@ -82,6 +96,10 @@ def estimated_digits(s: str) -> float:
         n = int(m.group(1)[:12])
         if n > 2:
             worst = max(worst, math.lgamma(n + 1) / math.log(10))
+    for m in _GROUP_FACTORIAL.finditer(s):
+        lg = _log10(_bracketed_before(s, m.start()), [64])
+        if lg is not None:
+            worst = max(worst, math.inf if lg > 15 else (10 ** lg) * max(lg, 1.0))
     for m in re.finditer(r"\d+(?:\.\d+)?\s*(?:\^|\*\*)", s):
         lg = _log10(s[m.start():], [64])
         if lg is not None:

@@ -20,6 +20,7 @@ from .normalize import (Normalized, as_choice, as_text_answer, canonical_string,
 
 _THOUSANDS = re.compile(r"^-?\d{1,3}(?:,\d{3})+(?:\.\d+)?$")
 _ASSIGNMENT = re.compile(r"^[A-Za-z](?:_\{?\w+\}?)?\s*=\s*(?=\S)")
+_MIXED = re.compile(r"^-?\d+\s*\\frac\{(\d+)\}\{(\d+)\}$")
 _LIST_SEP = re.compile(r"\s*(?:,|;|\\text\{\s*(?:or|and)\s*\}|\bor\b|\band\b)\s*")
 
 #: Reasons a sample scores 0.0.
@@ -155,8 +156,8 @@ def judge_fast(gold: Gold, candidate: str, opts: MathOptions) -> dict[str, Any] 
         text = parts[0]
     text = _ASSIGNMENT.sub("", text, count=1)  # "x = 3" states the value 3
     value = fastexpr.read(text, opts.complex_i)
-    if value is None:
-        return None
+    if value is None or (norm.degree and not gold.norm.degree and "\\pi" in gold.norm.text):
+        return None  # degrees against radians: the sympy path converts
     shown = (_fraction_str(value.exact) if value.exact is not None else canonical_string(text))
     shown += "%" if norm.percent else ""
     rule = "numeric"
@@ -164,11 +165,25 @@ def judge_fast(gold: Gold, candidate: str, opts: MathOptions) -> dict[str, Any] 
         for p in _percent_variants(value, norm.percent):
             same, rule = fastexpr.equal(g, p, opts.rel_tol)
             if same:
-                if opts.final_form and value.nonfinal and not gold.value.nonfinal:
+                rational_gold = gold.value.exact is not None and gold.value.literal
+                final = not value.nonfinal and (value.literal or not rational_gold)
+                if opts.final_form and not final and not gold.value.nonfinal:
                     return verdict(False, "final_form", shown, gold.shown,
                                    detail="the prediction is an expression left to evaluate")
                 return verdict(True, rule, shown, gold.shown)
     return verdict(False, rule, shown, gold.shown)
+
+
+def is_final_literal(text: str, opts: MathOptions) -> bool:
+    """Whether ``text`` writes a rational value as a number (integer, decimal, fraction in lowest
+    terms, scientific notation), possibly as ``x = ...``: the final form of a rational answer."""
+    text = _ASSIGNMENT.sub("", _scalar_text(text), count=1)
+    mixed = _MIXED.match(text)
+    if mixed:  # 3\frac{1}{2}: a proper fraction in lowest terms after a whole number
+        num, den = int(mixed.group(1)), int(mixed.group(2))
+        return 0 < num < den and Fraction(num, den).denominator == den
+    value = fastexpr.read(text, opts.complex_i)
+    return value is not None and value.literal and not value.nonfinal
 
 
 def distinct_candidates(candidates: tuple[str, ...] | list[str], opts: MathOptions) -> list[str]:

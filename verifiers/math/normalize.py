@@ -10,9 +10,11 @@ import re
 from dataclasses import dataclass
 
 _WRAPPERS = re.compile(r"\\(?:textbf|textit|mathrm|mathbf|mathit|textrm|boldsymbol|mbox|text)\s*\{")
-_SPACING = re.compile(r"\\(?:displaystyle|left|right|bigl|bigr|Bigl|Bigr|big|Big|!|;|:|quad|qquad)"
+_ESCAPED_SPACE = re.compile(r"(?<!\\)\\[, ]")
+_WHOLE_WRAPPER = re.compile(r"^\\(?:text|mbox|textbf|mathrm)\s*\{[^{}]*\}$")
+_SPACING = re.compile(r"(?<!\\)\\(?:displaystyle|left|right|bigl|bigr|Bigl|Bigr|big|Big|!|;|:|quad|qquad)"
                       r"(?![A-Za-z])")
-_THIN_BETWEEN_DIGITS = re.compile(r"(?<=\d)(?:\\,|\{,\}|\\ |~)(?=\d{3}(?!\d))")
+_THIN_BETWEEN_DIGITS = re.compile(r"(?<=\d)(?:(?<!\\)\\,|\{,\}|\\ |~)(?=\d{3}(?!\d))")
 _PERCENT = re.compile(r"\s*(?:\\%|%|\\text\{\s*percent\s*\}|\s+percent\b)\s*$", re.IGNORECASE)
 _DEGREE = re.compile(r"\s*(?:\^\s*\{?\s*\\circ\s*\}?|°|\\degree|\^\s*\{\\text\{o\}\})\s*$")
 _DOLLAR = re.compile(r"\\\$|^\$(?=\d)|\\text\{\s*\\?\$\s*\}")
@@ -69,7 +71,9 @@ def clean(answer: str, strip_units: bool = True) -> Normalized:
         s = s[2:-2].strip()
     s = _FRAC_VARIANTS.sub(r"\\frac", s)
     s = _THIN_BETWEEN_DIGITS.sub("", s)
-    s = s.replace("{,}", ",").replace("\\,", " ").replace("\\ ", " ").replace("~", " ")
+    s = _ESCAPED_SPACE.sub(" ", s.replace("{,}", ",")).replace("~", " ")
+    if _WHOLE_WRAPPER.match(s):
+        s = unwrap_text(s).strip()
     s = _SPACING.sub(" ", s)
     s = _DOLLAR.sub("", s)
     s = s.strip().rstrip(".").strip()

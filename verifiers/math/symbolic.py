@@ -7,6 +7,8 @@ intervals, tuples, matrices, equations, inequalities), element by element.
 """
 from __future__ import annotations
 
+import math
+import zlib
 from collections import OrderedDict
 from typing import Any
 
@@ -15,8 +17,10 @@ from latex2sympy2_extended.latex2sympy2 import ConversionConfig, latex2sympy
 from latex2sympy2_extended.math_normalization import NormalizationConfig
 from sympy.matrices import MatrixBase
 
+from . import fastexpr
 from .config import MathOptions
-from .judge import Gold, verdict
+from .fastexpr import N_POINTS, SAMPLE_VALUES
+from .judge import Gold, is_final_literal, verdict
 from .normalize import canonical_string, clean
 
 _NORMALIZATION = NormalizationConfig(basic_latex=True, units=False, malformed_operators=True,
@@ -24,10 +28,18 @@ _NORMALIZATION = NormalizationConfig(basic_latex=True, units=False, malformed_op
 _CONVERSION = ConversionConfig(interpret_as_mixed_fractions=True,
                                interpret_simple_eq_as_assignment=False,
                                interpret_contains_as_eq=True, lowercase_symbols=False)
-_POINTS = (sympy.Rational(5772, 10000), sympy.Rational(13247, 10000), sympy.Rational(-8019, 10000))
 _I = sympy.Symbol("i")
 _GOLD_CACHE: "OrderedDict[tuple[str, bool], Any]" = OrderedDict()
 _GOLD_CACHE_SIZE = 512
+
+
+def _sample_value(name: str, k: int) -> float:
+    """The value of symbol ``name`` at sample point ``k``: the fast path's value for a single
+    letter, a fixed generic value derived from the name otherwise."""
+    if name in SAMPLE_VALUES:
+        return SAMPLE_VALUES[name][k]
+    h = zlib.crc32(f"{name}/{k}".encode()) / 2**32
+    return (0.3 + 2.4 * h) * (1 if k % 2 == 0 else -1)
 
 
 class Unparsable(ValueError):
@@ -76,6 +88,8 @@ def _numbers_equal(g: sympy.Expr, p: sympy.Expr, rel_tol: float) -> bool:
         gv, pv = complex(sympy.N(g, 30)), complex(sympy.N(p, 30))
     except (TypeError, ValueError):
         return bool(sympy.simplify(g - p) == 0)
+    if not all(math.isfinite(x) for x in (gv.real, gv.imag, pv.real, pv.imag)):
+        return False
     scale = max(abs(gv), abs(pv))
     tol = rel_tol if approx else 1e-12
     return abs(gv - pv) <= (tol * scale if scale > 1e-12 else 1e-12)
@@ -91,19 +105,20 @@ def _exprs_equal(g: Any, p: Any, rel_tol: float) -> tuple[bool, str]:
     fg, fp = g.free_symbols, p.free_symbols
     if not fg and not fp:
         return _numbers_equal(g, p, rel_tol), "numeric"
-    if fg != fp:
-        return False, "symbolic"
     diff = g - p
     if sympy.expand(diff) == 0:
         return True, "symbolic"
-    symbols = sorted(fg, key=str)
+    symbols = sorted(fg | fp, key=str)
     tol = rel_tol if _has_float(g) or _has_float(p) else 1e-9
     undecided = False
-    for k, point in enumerate(_POINTS):
-        subs = {s: point + sympy.Rational(j + 1, 7) * (k + 1) for j, s in enumerate(symbols)}
+    for k in range(N_POINTS):
+        subs = {s: sympy.Float(_sample_value(str(s), k), 20) for s in symbols}
         try:
             gv, pv = complex(sympy.N(g.xreplace(subs), 20)), complex(sympy.N(p.xreplace(subs), 20))
         except (TypeError, ValueError, ZeroDivisionError):
+            undecided = True
+            continue
+        if not all(math.isfinite(x) for x in (gv.real, gv.imag, pv.real, pv.imag)):
             undecided = True
             continue
         scale = max(abs(gv), abs(pv))
@@ -211,6 +226,11 @@ def equivalent(g: Any, p: Any, opts: MathOptions) -> tuple[bool, str]:
     return _exprs_equal(g, p, opts.rel_tol)
 
 
+def _is_rational(obj: Any) -> bool:
+    target = _equation_value(obj)
+    return isinstance(target, sympy.Basic) and bool(target.is_Rational)
+
+
 def _is_list(obj: Any) -> bool:
     return isinstance(obj, (sympy.FiniteSet, sympy.Tuple)) and len(obj.args) > 1
 
@@ -271,7 +291,9 @@ def judge_slow(gold: Gold, candidate: str, opts: MathOptions) -> dict[str, Any]:
     for q in variants:
         same, rule = equivalent(g, q, opts)
         if same:
-            if opts.final_form and _nonfinal_nodes(p) and not _nonfinal_nodes(g):
+            if opts.final_form and not _nonfinal_nodes(g) and (
+                    _nonfinal_nodes(p) or (_is_rational(g) and not is_final_literal(norm.text,
+                                                                                   opts))):
                 return verdict(False, "final_form", shown, str(g),
                                detail="the prediction is an expression left to evaluate")
             return verdict(True, rule, shown, str(g))
