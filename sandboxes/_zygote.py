@@ -31,6 +31,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+import _cgroup  # noqa: E402
 import _jail  # noqa: E402
 import _libc as libc  # noqa: E402
 
@@ -92,7 +93,7 @@ def probe_network(caps):
 
 def setup(config):
     caps = {"namespaces": {n: False for n, _ in NAMESPACES}, "errors": [], "pid1": False,
-            "filesystem": None, "uid_drop": False, "network_blocked": False}
+            "filesystem": None, "uid_drop": False, "network_blocked": False, "cgroups": None}
     is_root = os.geteuid() == 0
     if config["isolation"] != "none":
         if is_root:
@@ -103,6 +104,12 @@ def setup(config):
         become_init(caps)
     else:
         libc.prctl(libc.PR_SET_CHILD_SUBREAPER, 1)
+    slots = []
+    if is_root and config["isolation"] != "none":
+        # Before the file system turns read-only: the slot cgroups are made and opened now.
+        slots, caps["cgroups"] = _cgroup.create(config["cgroup_name"], config["slots"])
+        if caps["cgroups"]["error"]:
+            caps["errors"].append(caps["cgroups"]["error"])
     if caps["namespaces"]["mount"]:
         try:
             caps["filesystem"] = _jail.build_filesystem(
@@ -114,12 +121,14 @@ def setup(config):
     if caps["namespaces"]["net"]:
         probe_network(caps)
     caps["uid_drop"] = is_root and bool(config["uids"])
-    return caps
+    return caps, slots
 
 
 # -- one run (in the forked child) ---------------------------------------------------------------
-def child(msg, fds, err_w):
+def child(msg, fds, err_w, cgroup):
     try:
+        if cgroup is not None:
+            cgroup.join()
         os.setsid()
         signal.set_wakeup_fd(-1)
         for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP):
@@ -229,7 +238,7 @@ def _exit_code(exc):
 
 # -- the server loop ------------------------------------------------------------------------------
 class Run:
-    __slots__ = ("id", "pid", "uid", "start", "deadline", "reason", "err_r")
+    __slots__ = ("id", "pid", "uid", "start", "deadline", "reason", "err_r", "cgroup")
 
     def __init__(self, run_id, pid, uid, wall_s, err_r):
         self.id, self.pid, self.uid, self.err_r = run_id, pid, uid, err_r
@@ -282,9 +291,10 @@ def kill_run(run):
 
 
 class Server:
-    def __init__(self, sock, caps):
+    def __init__(self, sock, caps, cgroups):
         self.sock = sock
         self.caps = caps
+        self.cgroups = cgroups
         self.runs = {}
         self.by_id = {}
         self.sel = selectors.DefaultSelector()
@@ -330,13 +340,21 @@ class Server:
             os.close(fd)
 
     def start(self, msg, fds):
+        cgroup = self.cgroups[msg["slot"]] if self.cgroups else None
+        if cgroup is not None:
+            lim = msg["limits"]
+            try:
+                cgroup.prepare(lim["memory_mb"] * MB, lim["max_processes"])
+            except OSError:
+                cgroup = None  # e.g. the old limit cannot shrink yet: rlimits still apply
         err_r, err_w = os.pipe2(os.O_CLOEXEC)
         pid = os.fork()
         if pid == 0:
             self.sock.close()
-            child(msg, fds, err_w)
+            child(msg, fds, err_w, cgroup)
         os.close(err_w)
         run = Run(msg["id"], pid, msg.get("uid"), msg["limits"]["wall_s"], err_r)
+        run.cgroup = cgroup
         self.runs[pid] = run
         self.by_id[run.id] = run
 
@@ -359,7 +377,8 @@ class Server:
         setup_error = os.read(run.err_r, 4096).decode("utf-8", "replace") or None
         os.close(run.err_r)
         code = os.waitstatus_to_exitcode(status)
-        send(self.sock, {
+        memory = run.cgroup.outcome() if run.cgroup is not None else {"peak_bytes": None, "oom": False}
+        send(self.sock, {**memory,
             "op": "done", "id": run.id, "exit_code": code if code >= 0 else None,
             "signal": -code if code < 0 else None, "wall_s": wall,
             "cpu_s": usage.ru_utime + usage.ru_stime, "maxrss_kb": usage.ru_maxrss,
@@ -372,7 +391,7 @@ def main():
     config, _ = recv(sock)
     if config is None or os.getppid() != config["host_pid"]:
         os._exit(1)
-    caps = setup(config)
+    caps, cgroups = setup(config)
     for name in config["preload"]:
         try:
             __import__(name)
@@ -383,7 +402,7 @@ def main():
     send(sock, {"op": "ready", "caps": caps, "pid": os.getpid()})
     if config["isolation"] == "namespaces" and (caps["errors"] or not all(caps["namespaces"].values())):
         return
-    Server(sock, caps).serve()
+    Server(sock, caps, cgroups).serve()
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ replies and completes the matching futures, so any number of threads can submit 
 """
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import socket
@@ -15,6 +16,7 @@ import threading
 from concurrent.futures import Future
 from typing import Any
 
+from . import _cgroup
 from .languages import sandbox_path
 
 ZYGOTE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_zygote.py")
@@ -27,6 +29,9 @@ PRELOAD = ("abc", "array", "atexit", "bisect", "collections", "copy", "dataclass
            "string", "struct", "textwrap", "threading", "traceback", "types", "typing")
 
 
+_SERIAL = itertools.count()
+
+
 class ServerDied(RuntimeError):
     """The fork server exited; pending runs fail with ``sandbox_error``."""
 
@@ -36,7 +41,7 @@ class ForkServer:
     any thread."""
 
     def __init__(self, *, isolation: str, base: str, hide: list[str], expose: list[str],
-                 uids: list[int], log_path: str, timeout: float = 30.0) -> None:
+                 uids: list[int], slots: int, log_path: str, timeout: float = 30.0) -> None:
         host, peer = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self._sock = host
         self._send_lock = threading.Lock()
@@ -51,8 +56,11 @@ class ForkServer:
                 cwd="/")
         peer.close()
         self._log_path = log_path
+        self._cgroup_dirs: list[str] = []
         self._send({"isolation": isolation, "base": base, "hide": hide, "expose": expose,
-                    "uids": uids, "preload": list(PRELOAD), "host_pid": os.getpid()})
+                    "uids": uids, "slots": slots, "preload": list(PRELOAD),
+                    "host_pid": os.getpid(),
+                    "cgroup_name": f"rewardkit-{os.getpid()}-{next(_SERIAL)}"})
         self._sock.settimeout(timeout)
         try:
             ready = self._recv()
@@ -64,6 +72,7 @@ class ForkServer:
             raise ServerDied(f"the sandbox fork server exited at start; {self.log_tail()}")
         self._sock.settimeout(None)
         self.capabilities: dict[str, Any] = ready["caps"]
+        self._cgroup_dirs = list((self.capabilities.get("cgroups") or {}).get("dirs", []))
         self._thread = threading.Thread(target=self._dispatch, name="rewardkit-sandbox",
                                         daemon=True)
         self._thread.start()
@@ -150,4 +159,5 @@ class ForkServer:
         except subprocess.TimeoutExpired:
             self._proc.kill()
             self._proc.wait()
+        _cgroup.remove(self._cgroup_dirs)
         self._fail_all("the sandbox was closed")

@@ -74,10 +74,10 @@ def classify(*, exit_code: Optional[int], signal: Optional[int], reason: Optiona
         return reason
     if signal == _signal.SIGXCPU or (signal == _signal.SIGKILL and cpu_s >= cpu_limit_s * 0.95):
         return "timeout"
-    if cgroup_oom:
-        return "memory_limit"
     if exit_code == 0 and signal is None:
         return "ok"
+    if cgroup_oom:
+        return "memory_limit"
     tail = stderr[-4096:]
     if any(m in tail for m in _MEMORY_MARKERS) or peak_memory_mb >= memory_limit_mb * 0.95:
         return "memory_limit"

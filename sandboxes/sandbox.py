@@ -117,7 +117,7 @@ class Sandbox:
                 if lang_tools:
                     expose.append(os.path.dirname(os.path.realpath(lang_tools)))
             server = ForkServer(isolation=self.isolation, base=self._base, hide=list(HIDDEN_DIRS),
-                                expose=expose, uids=uids,
+                                expose=expose, uids=uids, slots=self.pool_size,
                                 log_path=os.path.join(self._base, "server.log"))
             caps = server.capabilities
             if self.isolation == "namespaces":
@@ -344,7 +344,8 @@ class RunHandle:
         request = {"id": self._run_id, "dir": self._dir, "argv": argv, "args": list(self.program.args),
                    "script": self.language.source_file, "mode": "python" if in_process else "exec",
                    "env": env, "limits": limits.to_dict(), "limit_address_space": limit_as,
-                   "uid": uid[0] if uid else None, "gid": uid[1] if uid else None}
+                   "uid": uid[0] if uid else None, "gid": uid[1] if uid else None,
+                   "slot": self._slot}
         try:
             future = self._server.submit(request, fds)
         finally:
@@ -358,11 +359,12 @@ class RunHandle:
             return _error(f"the sandbox could not start the program: {done['setup_error']}")
         stdout = out.decode("utf-8", "replace")
         stderr = err.decode("utf-8", "replace")
-        peak = done["maxrss_kb"] / 1024.0
+        peak = (done["peak_bytes"] / (1 << 20) if done.get("peak_bytes")
+                else done["maxrss_kb"] / 1024.0)
         status = classify(exit_code=done["exit_code"], signal=done["signal"],
                           reason=done["reason"], cpu_s=done["cpu_s"], peak_memory_mb=peak,
                           stderr=stderr, cpu_limit_s=limits.cpu_s,
-                          memory_limit_mb=limits.memory_mb)
+                          memory_limit_mb=limits.memory_mb, cgroup_oom=done.get("oom", False))
         return RunResult(status=status, exit_code=done["exit_code"], signal=done["signal"],
                          stdout=stdout, stderr=stderr, stdout_truncated=over[0],
                          stderr_truncated=over[1], wall_s=round(done["wall_s"], 6),
