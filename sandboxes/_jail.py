@@ -46,13 +46,15 @@ def _under(path: str, parent: str) -> bool:
     return path == parent or path.startswith(parent.rstrip("/") + "/")
 
 
-def build_filesystem(base: str, hide: list[str], expose: list[str], new_proc: bool) -> dict:
+def build_filesystem(base: str, hide: list[str], expose: list[str], new_proc: bool,
+                     report: dict) -> None:
     """Make everything read-only except ``base``; hide ``hide``; keep ``expose`` reachable.
 
-    Returns a report of what was done, for the capabilities report.
+    Fills ``report`` step by step, so that if a step fails the capabilities report still says
+    exactly what was done before it.
     """
-    report: dict = {"hidden": [], "exposed": [], "readonly": False, "proc": "host",
-                    "secret_files": []}
+    report.update({"hidden": [], "exposed": [], "readonly": False, "proc": "host",
+                   "secret_files": []})
     libc.mount(None, "/", None, libc.MS_REC | libc.MS_PRIVATE)
     if new_proc:
         try:
@@ -113,4 +115,3 @@ def build_filesystem(base: str, hide: list[str], expose: list[str], new_proc: bo
             if not any(_under(point, h) and point != h for h in hidden):
                 raise
     report["readonly"] = True
-    return report

@@ -111,9 +111,10 @@ def setup(config):
         if caps["cgroups"]["error"]:
             caps["errors"].append(caps["cgroups"]["error"])
     if caps["namespaces"]["mount"]:
+        caps["filesystem"] = {}
         try:
-            caps["filesystem"] = _jail.build_filesystem(
-                config["base"], config["hide"], config["expose"], caps["namespaces"]["pid"])
+            _jail.build_filesystem(config["base"], config["hide"], config["expose"],
+                                   caps["namespaces"]["pid"], caps["filesystem"])
         except OSError as exc:
             caps["errors"].append(f"filesystem: {exc}")
     if caps["namespaces"]["uts"]:
@@ -248,18 +249,22 @@ class Run:
 
 
 def _live_pids_of(uid):
+    """Pids of live (not zombie) processes whose real uid is ``uid``. Read from
+    /proc/PID/status: the owner of /proc/PID itself turns to root when a process is not dumpable
+    (as after a uid change), so it cannot be trusted to find a run's processes."""
     pids = []
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
         try:
-            if os.stat(f"/proc/{name}").st_uid != uid:
-                continue
-            with open(f"/proc/{name}/stat", "rb") as fh:
-                state = fh.read().rsplit(b")", 1)[1].split()[0]
+            with open(f"/proc/{name}/status", "rb") as fh:
+                status = fh.read()
         except OSError:
             continue
-        if state not in (b"Z", b"X"):
+        fields = dict(line.split(b":", 1) for line in status.splitlines() if b":" in line)
+        if int(fields.get(b"Uid", b"-1 ").split()[0]) != uid:
+            continue
+        if fields.get(b"State", b"").split()[:1] not in ([b"Z"], [b"X"]):
             pids.append(int(name))
     return pids
 

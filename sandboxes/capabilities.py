@@ -43,11 +43,18 @@ def describe(server_caps: dict, isolation: str) -> dict[str, Any]:
         "kills_all_run_processes": "every process of the run's uid" if uid_drop
         else "the run's process group only (a process that calls setsid can escape)",
         "pid1_reaper": bool(server_caps.get("pid1")),
-        "cgroups": False,
+        "cgroups": _cgroups(server_caps.get("cgroups")),
         "seccomp": False,
         "languages": available_languages(),
         "errors": list(server_caps.get("errors", [])),
     }
+
+
+def _cgroups(report: dict | None) -> dict | None:
+    """cgroup version and controllers in use, or None where cgroups are off."""
+    if not report or report.get("error") or not report.get("version"):
+        return None
+    return {"version": report["version"], "controllers": list(report["controllers"])}
 
 
 def capabilities(isolation: str = "auto") -> dict[str, Any]:
@@ -81,7 +88,11 @@ def format_report(caps: dict[str, Any]) -> str:
         f"  [{_mark(ns['ipc'])}] IPC namespace   [{_mark(ns['uts'])}] UTS namespace",
         f"  [{_mark(True)}] rlimits: {', '.join(caps['rlimits'])}",
         f"  [{_mark(True)}] clean environment, no_new_privs, wall-time kill, output caps",
-        f"  [{_mark(caps['cgroups'])}] cgroups   [{_mark(caps['seccomp'])}] seccomp filter",
+        f"  [{_mark(bool(caps['cgroups']))}] cgroups: " + (
+            f"v{caps['cgroups']['version']} {', '.join(caps['cgroups']['controllers'])} per run "
+            "(whole-run memory limit, process count, true peak memory)" if caps["cgroups"]
+            else "off (memory limit is per process only)"),
+        f"  [{_mark(caps['seccomp'])}] seccomp system-call filter",
         "  languages: " + ", ".join(f"{k} ({'yes' if v else 'not installed'})"
                                     for k, v in caps["languages"].items()),
     ]

@@ -20,18 +20,14 @@ from .languages import BINARY, Language, get_language, resolve_tool, sandbox_pat
 from .limits import COMPILE_LIMITS, Limits
 from .program import Program
 from .result import RunResult, classify
+from .uids import UID_BASE, UidBlock  # noqa: F401  (UID_BASE re-exported for tests)
 
 ISOLATION_MODES = ("auto", "namespaces", "none")
 
 #: Directories covered by an empty read-only tmpfs inside the sandbox: home directories, scratch
 #: space shared with the host, mounts of removable media and of other services.
 HIDDEN_DIRS = ("/root", "/home", "/tmp", "/var/tmp", "/dev/shm", "/run", "/mnt", "/media",
-               "/srv", "/var/log", "/var/mail", "/var/spool", "/var/backups")
-
-#: First uid (and gid) of the sandbox users: each concurrent run gets UID_BASE + its slot, far
-#: above any real account, so runs can neither touch host files by ownership nor signal, trace
-#: or read each other, and RLIMIT_NPROC counts each run alone.
-UID_BASE = 2_000_000_000
+               "/srv", "/var/log", "/var/mail", "/var/spool", "/var/backups", "/sys/fs/cgroup")
 
 _GRACE_S = 5.0  # how long past its wall limit the host waits for the server's verdict
 
@@ -111,7 +107,11 @@ class Sandbox:
                 self._base = tempfile.mkdtemp(prefix="rewardkit-sandbox-", dir=self._base_parent)
                 os.chmod(self._base, 0o711)
                 self._resources.base = self._base
-            uids = [UID_BASE + i for i in range(self.pool_size)] if self._root and self.isolation != "none" else []
+            uids = []
+            if self._root and self.isolation != "none":
+                if self._resources.uid_block is None:
+                    self._resources.uid_block = UidBlock(self.pool_size)
+                uids = self._resources.uid_block.uids
             expose = [sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable))]
             for lang_tools in (resolve_tool(t) for t in ("gcc", "g++", "node", "bash")):
                 if lang_tools:
@@ -122,12 +122,14 @@ class Sandbox:
             caps = server.capabilities
             if self.isolation == "namespaces":
                 missing = [n for n in ("mount", "net", "pid") if not caps["namespaces"].get(n)]
-                if missing or not caps["uid_drop"] or caps["errors"]:
+                fs_ok = bool((caps.get("filesystem") or {}).get("readonly"))
+                if missing or not caps["uid_drop"] or not fs_ok or not caps["network_blocked"]:
                     server.close()
                     raise SandboxError(
                         "isolation='namespaces' needs root and working mount/net/pid namespaces; "
-                        f"missing: {missing or 'none'}, uid drop: {caps['uid_drop']}, errors: "
-                        f"{caps['errors']}. Use isolation='auto' to run with what is available.")
+                        f"missing namespaces: {missing or 'none'}, uid drop: {caps['uid_drop']}, "
+                        f"read-only file system: {fs_ok}, errors: {caps['errors']}. "
+                        "Use isolation='auto' to run with what is available.")
             self._server = self._resources.server = server
             self._uids = uids
             return server
@@ -178,14 +180,18 @@ class _Resources:
     def __init__(self) -> None:
         self.server: Optional[ForkServer] = None
         self.base: Optional[str] = None
+        self.uid_block: Optional[UidBlock] = None
 
     def release(self) -> None:
         server, self.server = self.server, None
         base, self.base = self.base, None
+        block, self.uid_block = self.uid_block, None
         if server is not None:
             server.close()
         if base is not None:
             _rmtree(base)
+        if block is not None:  # only once no process of ours can hold these uids
+            block.release()
 
 
 class RunHandle:

@@ -17,7 +17,6 @@ import time
 import pytest
 
 from rewardkit.sandboxes import Limits, Program, Sandbox, capabilities
-from rewardkit.sandboxes.sandbox import UID_BASE
 
 LIMITS = Limits(cpu_s=1.0, wall_s=1.5, memory_mb=256, max_processes=32,
                 max_output_bytes=64 << 10)
@@ -31,22 +30,36 @@ needs_fs = pytest.mark.skipif(not CAPS["filesystem_readonly"],
 needs_pid = pytest.mark.skipif(not NS["pid"], reason="PID namespace unavailable")
 
 
+OWN_UIDS: set[int] = set()
+
+
 def sandbox_processes() -> list[int]:
-    """Host pids of live processes owned by a sandbox uid."""
+    """Host pids of live processes whose real uid is one of this battery's sandbox uids (read
+    from status: the owner of /proc/PID is root for a non-dumpable process). Other sandboxes on
+    the machine hold other uid blocks and are not counted."""
     found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
-            if os.stat(f"/proc/{entry}").st_uid < UID_BASE:
-                continue
-            with open(f"/proc/{entry}/stat", "rb") as fh:
-                state = fh.read().rsplit(b")", 1)[1].split()[0]
+            with open(f"/proc/{entry}/status") as fh:
+                fields = dict(line.split(":", 1) for line in fh if ":" in line)
         except OSError:
             continue
-        if state not in (b"Z", b"X"):  # zombie or being released: dead
+        if int(fields["Uid"].split()[0]) in OWN_UIDS and fields["State"].split()[0] not in "ZX":
             found.append(int(entry))
     return found
+
+
+def describe(pids: list[int]) -> list[str]:
+    out = []
+    for pid in pids[:5]:
+        try:
+            with open(f"/proc/{pid}/status") as fh:
+                out.append(" ".join(fh.read().split("\n")[:9]))
+        except OSError as exc:
+            out.append(str(exc))
+    return out
 
 
 def rss_kb(pid: int) -> int:
@@ -68,6 +81,7 @@ def state():
     before = set(glob.glob(os.path.join(tempfile.gettempdir(), "rewardkit-sandbox-*")))
     box = Sandbox(pool_size=2, limits=LIMITS)
     box.run(Program("pass"))
+    OWN_UIDS.update(box._uids)
     pids = server_pids(box)
     yield {"box": box, "tmp_before": before, "server_pids": pids,
            "rss_before": sum(rss_kb(p) for p in pids)}
@@ -77,7 +91,8 @@ def state():
 def run(state, source: str, **kw):
     result = state["box"].run(Program(source, **{k: v for k, v in kw.items() if k != "limits"}),
                               limits=kw.get("limits"))
-    assert not sandbox_processes(), "a process of the run outlived it"
+    stray = sandbox_processes()
+    assert not stray, f"processes of the run outlived it: {describe(stray)}"
     return result
 
 
