@@ -65,7 +65,7 @@ class MathOptions:
     memory_limit_mb: int = 1024
     max_answer_chars: int = 1000
     max_completion_chars: int = 1_000_000
-    max_depth: int = 40
+    max_depth: int = 20
     max_digits: int = 10_000
 
     def __post_init__(self) -> None:
