@@ -141,8 +141,14 @@ def child(msg, fds, err_w, cgroup):
             os.dup2(fd, target)
         os.closerange(len(high), ERR_FD)
         os.closerange(ERR_FD + 1, 1 << 16)
-        os.chdir(msg["dir"])
         lim = msg["limits"]
+        if msg["private_ns"]:
+            # Its own mount, network and IPC namespaces: concurrent runs cannot meet through
+            # abstract unix sockets or SysV IPC, and its tmpfs vanishes with its last process.
+            libc.unshare(libc.CLONE_NEWNS | libc.CLONE_NEWNET | libc.CLONE_NEWIPC)
+            if msg["private_tmpfs"]:
+                private_tmpfs(msg["dir"], lim["max_file_mb"], msg.get("uid"), msg.get("gid"))
+        os.chdir(msg["dir"])
         cpu = max(1, math.ceil(lim["cpu_s"]))
         resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
         if msg["limit_address_space"]:
@@ -170,6 +176,35 @@ def child(msg, fds, err_w, cgroup):
         finally:
             os._exit(127)
     run_python(msg["script"], msg["args"])
+
+
+def private_tmpfs(path, max_file_mb, uid, gid):
+    """Cover the run's directory with a size-limited tmpfs holding a copy of its files: what the
+    program writes stays in memory charged to the run, is bounded, and never reaches the disk."""
+    src = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    staged = 0
+    for _, _, files, rootfd in os.fwalk(".", dir_fd=src):
+        staged += sum(os.stat(f, dir_fd=rootfd).st_size for f in files)
+    size_kb = staged // 1024 + 2 * max_file_mb * 1024 + 1024
+    owner = f",uid={uid},gid={gid}" if uid is not None else ""
+    libc.mount("tmpfs", path, "tmpfs", libc.MS_NOSUID | libc.MS_NODEV,
+               f"size={size_kb}k,nr_inodes=4096,mode=0700{owner}")
+    for dirpath, dirs, files, rootfd in os.fwalk(".", dir_fd=src):
+        target = os.path.join(path, dirpath)
+        for d in dirs:
+            os.mkdir(os.path.join(target, d), 0o700)
+        for f in files:
+            fd_in = os.open(f, os.O_RDONLY, dir_fd=rootfd)
+            mode = os.fstat(fd_in).st_mode & 0o777
+            fd_out = os.open(os.path.join(target, f), os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+            while os.sendfile(fd_out, fd_in, None, 1 << 20):
+                pass
+            os.close(fd_in)
+            os.close(fd_out)
+        if uid is not None:
+            for name in dirs + files:
+                os.chown(os.path.join(target, name), uid, gid)
+    os.close(src)
 
 
 def run_python(path, args):

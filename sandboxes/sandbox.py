@@ -76,6 +76,7 @@ class Sandbox:
         self._closed = False
         self._root = os.geteuid() == 0
         self._uids: list[int] = []
+        self._private_ns = False
         self._resources = _Resources()
         # Also at interpreter exit or garbage collection: no server or directory outlives us.
         self._finalizer = weakref.finalize(self, self._resources.release)
@@ -132,6 +133,8 @@ class Sandbox:
                         "Use isolation='auto' to run with what is available.")
             self._server = self._resources.server = server
             self._uids = uids
+            self._private_ns = bool(caps["namespaces"].get("mount") and caps["namespaces"].get("net")
+                                    and caps["namespaces"].get("ipc"))
             return server
 
     def capabilities(self) -> dict:
@@ -308,7 +311,7 @@ class RunHandle:
         if lang.compile:
             argv = [a.format(**fmt) for a in lang.compile]
             compiled = self._step(argv, b"", COMPILE_LIMITS, channel=False, in_process=False,
-                                  limit_as=True)
+                                  limit_as=True, keep_files=True)
             if compiled.status != "ok":
                 return RunResult(status="compile_error", stderr=compiled.stderr,
                                  stdout=compiled.stdout, wall_s=compiled.wall_s,
@@ -324,7 +327,10 @@ class RunHandle:
         return result
 
     def _step(self, argv: list[str], stdin: bytes, limits: Limits, *, channel: bool,
-              in_process: bool, limit_as: bool) -> RunResult:
+              in_process: bool, limit_as: bool, keep_files: bool = False) -> RunResult:
+        """One process tree in the run's directory. ``keep_files``: write straight into the
+        directory (a compile step, whose output the next step needs) instead of a private
+        tmpfs copy of it."""
         if not in_process and not argv[0].startswith("./"):
             tool = resolve_tool(argv[0])
             if tool is None:
@@ -351,7 +357,8 @@ class RunHandle:
                    "script": self.language.source_file, "mode": "python" if in_process else "exec",
                    "env": env, "limits": limits.to_dict(), "limit_address_space": limit_as,
                    "uid": uid[0] if uid else None, "gid": uid[1] if uid else None,
-                   "slot": self._slot}
+                   "slot": self._slot, "private_ns": self._sb._private_ns,
+                   "private_tmpfs": not keep_files}
         try:
             future = self._server.submit(request, fds)
         finally:

@@ -5,13 +5,11 @@ sandbox uid is left, no file or directory remains, and the fork server's memory 
 """
 from __future__ import annotations
 
-import glob
 import os
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 
 import pytest
@@ -78,12 +76,11 @@ def server_pids(box: Sandbox) -> list[int]:
 
 @pytest.fixture(scope="module")
 def state():
-    before = set(glob.glob(os.path.join(tempfile.gettempdir(), "rewardkit-sandbox-*")))
     box = Sandbox(pool_size=2, limits=LIMITS)
     box.run(Program("pass"))
     OWN_UIDS.update(box._uids)
     pids = server_pids(box)
-    yield {"box": box, "tmp_before": before, "server_pids": pids,
+    yield {"box": box, "server_pids": pids,
            "rss_before": sum(rss_kb(p) for p in pids)}
     box.close()
 
@@ -225,6 +222,39 @@ def test_sleeping_past_the_timeout_is_stopped_on_time(state):
     assert r.status == "timeout" and r.wall_s < LIMITS.wall_s + 0.5
 
 
+@needs_fs
+def test_writes_go_to_a_bounded_private_tmpfs_not_the_host_disk(state):
+    src = ("import os, socket, time\nmb = 0\ntry:\n    for i in range(100):\n"
+           "        with open(f'f{i}', 'wb') as fh:\n            for _ in range(4):\n"
+           "                fh.write(b'x' * (1 << 20))\n                mb += 1\n"
+           "except OSError as e:\n    print(mb, e.errno, flush=True)\n"
+           "socket.socket(fileno=3).sendall(b'w')\ntime.sleep(30)\n")
+    limits = LIMITS.replace(max_file_mb=4, wall_s=5)
+    with state["box"].start(Program(src, channel=True), limits) as proc:
+        proc.channel.settimeout(4)
+        assert proc.channel.recv(1) == b"w"
+        on_host = os.listdir(proc._dir)
+        proc.kill()
+        r = proc.result(timeout=5)
+    assert on_host == ["main.py"]
+    written_mb, errno = map(int, r.stdout.split()[:2])
+    assert written_mb <= 2 * 4 + 2 and errno == 28  # ENOSPC: the tmpfs is full
+
+
+@needs_fs
+def test_concurrent_runs_cannot_meet_over_abstract_unix_sockets(state):
+    listen = ("import socket, time\ns = socket.socket(socket.AF_UNIX)\n"
+              "s.bind('\\0rk-meet')\ns.listen(1)\nprint('ready', flush=True)\ntime.sleep(30)\n")
+    connect = ("import socket\ns = socket.socket(socket.AF_UNIX)\ntry:\n"
+               "    s.connect('\\0rk-meet')\n    print('met')\nexcept OSError as e:\n"
+               "    print('alone', e.errno)\n")
+    with state["box"].start(Program(listen), LIMITS.replace(wall_s=5)) as a:
+        time.sleep(0.3)
+        r = state["box"].run(Program(connect))
+        a.kill()
+    assert r.stdout.startswith("alone")
+
+
 def test_zz_after_the_battery_nothing_is_left(state):
     box = state["box"]
     assert box.run(Program("print('ok')")).stdout == "ok\n"
@@ -234,9 +264,9 @@ def test_zz_after_the_battery_nothing_is_left(state):
     assert growth_kb < 16 << 10, f"fork server grew by {growth_kb} kB"
     base = box._base
     assert os.listdir(base) == ["server.log"]  # every run directory is gone
+    cgroup_dirs = (box._server.capabilities.get("cgroups") or {}).get("dirs", [])
     box.close()
     assert not os.path.exists(base)
-    after = set(glob.glob(os.path.join(tempfile.gettempdir(), "rewardkit-sandbox-*")))
-    assert after <= state["tmp_before"]
+    assert not any(os.path.exists(d) for d in cgroup_dirs)
     for pid in state["server_pids"]:
         assert not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split()[2] == "Z"
