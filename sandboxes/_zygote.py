@@ -105,7 +105,7 @@ def setup(config):
     else:
         libc.prctl(libc.PR_SET_CHILD_SUBREAPER, 1)
     slots = []
-    if is_root and config["isolation"] != "none":
+    if is_root:  # limits, not isolation: used in every mode
         # Before the file system turns read-only: the slot cgroups are made and opened now.
         slots, caps["cgroups"] = _cgroup.create(config["cgroup_name"], config["slots"])
         if caps["cgroups"]["error"]:
@@ -157,11 +157,16 @@ def child(msg, fds, err_w, cgroup):
         resource.setrlimit(resource.RLIMIT_NOFILE, (lim["max_open_files"],) * 2)
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         if msg.get("uid") is not None:
-            # NPROC counts per real uid: meaningful only once the run has a uid of its own.
+            # NPROC counts per real uid: exact once the run has a uid of its own.
             resource.setrlimit(resource.RLIMIT_NPROC, (lim["max_processes"],) * 2)
             os.setgroups([])
             os.setresgid(msg["gid"], msg["gid"], msg["gid"])
             os.setresuid(msg["uid"], msg["uid"], msg["uid"])
+        elif os.geteuid() != 0:
+            # Sharing the caller's uid, the best bound is what that uid already runs plus the
+            # run's allowance (root ignores NPROC; there the pids cgroup bounds the run).
+            mine = len(_live_pids_of(os.getuid()))
+            resource.setrlimit(resource.RLIMIT_NPROC, (mine + lim["max_processes"],) * 2)
         libc.prctl(libc.PR_SET_NO_NEW_PRIVS, 1)
         os.environ.clear()
         os.environ.update(msg["env"])
