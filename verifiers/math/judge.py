@@ -54,6 +54,7 @@ class Gold:
     text: str | None = None
     value: fastexpr.Value | None = None
     problem: str | None = None
+    items: tuple[str, tuple[fastexpr.Value, ...]] | None = None
 
     @property
     def shown(self) -> str:
@@ -94,7 +95,7 @@ def prepare_gold(reference: Any, opts: MathOptions) -> Gold:
     value = fastexpr.read(_scalar_text(norm.text), opts.complex_i)
     if value is not None:
         return Gold(raw, norm, canon, "value", value=value)
-    return Gold(raw, norm, canon, "structured")
+    return Gold(raw, norm, canon, "structured", items=read_items(norm.text, opts))
 
 
 def _percent_variants(v: fastexpr.Value, percent: bool) -> list[fastexpr.Value]:
@@ -128,6 +129,87 @@ def split_list(text: str) -> list[str]:
     return [p.strip() for p in parts if p.strip()]
 
 
+_BRACKETS = (("\\{", "\\}", "set"), ("(", ")", None), ("[", "]", None), ("(", "]", None),
+             ("[", ")", None))
+
+
+def read_items(text: str, opts: MathOptions) -> tuple[str, tuple[fastexpr.Value, ...]] | None:
+    """A bracketed or bare list whose elements are all inside the fast grammar: its shape
+    (``set``, ``list`` or the bracket pair of a tuple/interval) and its element values."""
+    text = text.strip()
+    shape = "list"
+    for left, right, name in _BRACKETS:
+        if text.startswith(left) and text.endswith(right) and len(text) > len(left) + len(right):
+            inner = text[len(left):-len(right)]
+            if _balanced(inner):
+                text, shape = inner, name or left + right
+                break
+    parts = [p.strip() for p in _split_commas(text)]
+    if shape == "list" and len(parts) < 2:
+        return None
+    values = []
+    for part in parts:
+        v = fastexpr.read(part, opts.complex_i)
+        if v is None:
+            return None
+        values.append(v)
+    unordered = shape in ("set", "list")
+    if unordered and len({canonical_string(p) for p in parts}) != len(parts):
+        return None  # repeats: sets collapse them, the sympy path decides
+    return shape, tuple(values)
+
+
+def _balanced(text: str) -> bool:
+    depth = 0
+    for c in text:
+        depth += c in "([{"
+        depth -= c in ")]}"
+        if depth < 0:
+            return False
+    return depth == 0
+
+
+def _split_commas(text: str) -> list[str]:
+    parts, depth, start = [], 0, 0
+    for i, c in enumerate(text):
+        if c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+        elif c == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    parts.append(text[start:])
+    return parts
+
+
+def _judge_items(gold: Gold, norm: Normalized, opts: MathOptions) -> dict[str, Any] | None:
+    """Lists, sets, tuples and intervals of plain values, compared without sympy: in order for
+    tuples and intervals (same brackets), as a matching for sets and bare lists."""
+    assert gold.items is not None
+    pred = read_items(norm.text, opts)
+    if pred is None or pred[0] != gold.items[0] or len(pred[1]) != len(gold.items[1]):
+        return None
+    shape, gvals = gold.items
+    pvals = list(pred[1])
+    shown = canonical_string(norm.text)
+    if shape in ("set", "list"):
+        for g in gvals:
+            for j, p in enumerate(pvals):
+                if fastexpr.equal(g, p, opts.rel_tol)[0]:
+                    del pvals[j]
+                    break
+            else:
+                return verdict(False, "structural", shown, gold.canonical)
+    elif not all(fastexpr.equal(g, p, opts.rel_tol)[0] for g, p in zip(gvals, pvals)):
+        return verdict(False, "structural", shown, gold.canonical)
+    if opts.final_form and any(p.nonfinal for p in pred[1]) and not any(
+            g.nonfinal for g in gvals):
+        return verdict(False, "final_form", shown, gold.canonical,
+                       detail="the prediction is an expression left to evaluate")
+    return verdict(True, "structural", shown, gold.canonical)
+
+
 def judge_fast(gold: Gold, candidate: str, opts: MathOptions) -> dict[str, Any] | None:
     """Judge one candidate without sympy, or None when only the sympy path can tell."""
     problem = size_problem(candidate, opts.max_answer_chars, opts.max_depth, opts.max_digits)
@@ -143,6 +225,8 @@ def judge_fast(gold: Gold, candidate: str, opts: MathOptions) -> dict[str, Any] 
     if gold.kind == "text":
         text = as_text_answer(norm.text)
         return verdict(text == gold.text, "exact", text or canon, gold.shown)
+    if gold.items is not None:
+        return _judge_items(gold, norm, opts)
     if gold.kind != "value" or gold.value is None:
         return None
     if as_text_answer(norm.text) is not None:
