@@ -1,0 +1,130 @@
+"""``rewardkit train grpo|ppo``: the command line of the built-in trainer.
+
+A config file (``--config``, its ``train:`` section) sets every option; the flags here override
+the common ones. Importing this module is cheap: torch and transformers load only when a run
+starts.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from ..compose import ConfigError
+
+# flag dest -> TrainConfig field, for the flags that override the config file
+_OVERRIDES = {
+    "model": "model", "data": "data", "eval_data": "eval_data", "steps": "steps",
+    "output": "output_dir", "batch_size": "batch_size", "group_size": "group_size",
+    "learning_rate": "learning_rate", "max_new_tokens": "max_new_tokens",
+    "temperature": "temperature", "prompt_field": "prompt_field",
+    "reference_field": "reference_field", "seed": "seed", "device": "device",
+    "eval_every": "eval_every", "save_every": "save_every", "kl_coef": "kl_coef",
+}
+
+
+def _key_value(text: str) -> tuple[str, Any]:
+    import yaml
+
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    try:
+        parsed = yaml.safe_load(value) if value else ""
+    except yaml.YAMLError:
+        parsed = value
+    if isinstance(parsed, str):  # YAML 1.1 reads 1e-3 as a string
+        try:
+            parsed = float(parsed)
+        except ValueError:
+            pass
+    return key.strip(), parsed
+
+
+def _add_algorithm(sub: Any, name: str, summary: str) -> None:
+    p = sub.add_parser(name, help=summary, description=summary + " Every option can be set in "
+                       "--config (its train: section); flags override it.")
+    p.add_argument("--config", "-c", help="YAML/TOML/JSON file: train: options, and the reward "
+                                          "in its reward: section")
+    p.add_argument("--model", "-m", help="HF causal LM: local folder or hub id")
+    p.add_argument("--data", "-d", help="training prompts: JSONL, JSON, CSV, Parquet, datasets "
+                                        "folder, hf:NAME")
+    p.add_argument("--eval-data", help="held-out prompts for periodic evaluation")
+    reward = p.add_mutually_exclusive_group()
+    reward.add_argument("--reward", "-r", help="registered reward name (see `rewardkit list`)")
+    reward.add_argument("--reward-config", help="reward config file (a composition)")
+    p.add_argument("--reward-option", "-O", action="append", default=[], type=_key_value,
+                   metavar="KEY=VALUE", help="reward option (repeatable; values parse as YAML)")
+    p.add_argument("--set", action="append", default=[], type=_key_value, metavar="KEY=VALUE",
+                   help="any train option, e.g. --set clip_eps_high=0.28 (repeatable)")
+    p.add_argument("--steps", type=int, help="RL steps")
+    p.add_argument("--output", "-o", help="output folder (checkpoints, metrics, plots, final/)")
+    p.add_argument("--resume", help="continue from a checkpoint folder or a run's output folder")
+    p.add_argument("--batch-size", type=int, help="completions per step")
+    p.add_argument("--group-size", type=int, help="completions per prompt")
+    p.add_argument("--learning-rate", "--lr", type=float)
+    p.add_argument("--max-new-tokens", type=int)
+    p.add_argument("--temperature", type=float)
+    p.add_argument("--prompt-field", help="prompt column (string or chat messages)")
+    p.add_argument("--reference-field", help="reference column passed to the reward")
+    p.add_argument("--eval-every", type=int)
+    p.add_argument("--save-every", type=int)
+    p.add_argument("--kl-coef", type=float)
+    p.add_argument("--seed", type=int)
+    p.add_argument("--device", help="auto, cpu, cuda, cuda:1")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+    p.set_defaults(func=run_train, algorithm=name)
+
+
+def add_train_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Add ``train grpo|ppo`` to a ``rewardkit`` sub-command parser."""
+    p = subparsers.add_parser("train", help="train a policy with GRPO or PPO against a reward",
+                              description="Built-in GRPO/PPO trainer; rewards come from the "
+                                          "same names and configs as `rewardkit score`.")
+    algos = p.add_subparsers(dest="algorithm", required=True, metavar="ALGORITHM")
+    _add_algorithm(algos, "grpo", "Group-relative policy optimisation (critic-free).")
+    _add_algorithm(algos, "ppo", "PPO with a value head and GAE.")
+    return p
+
+
+def config_from_args(args: argparse.Namespace) -> Any:
+    """The TrainConfig a parsed command line describes (file first, then flags)."""
+    from .config import TrainConfig
+
+    overrides: dict[str, Any] = {field: getattr(args, dest, None)
+                                 for dest, field in _OVERRIDES.items()}
+    overrides["algorithm"] = args.algorithm
+    if args.reward or args.reward_config:
+        overrides["reward"] = args.reward or args.reward_config
+    if args.reward_option:
+        overrides["reward_options"] = dict(args.reward_option)
+    if args.quiet:
+        overrides["progress"] = False
+    overrides.update(dict(args.set))
+    if args.config:
+        return TrainConfig.from_file(args.config, **overrides)
+    return TrainConfig.from_dict({k: v for k, v in overrides.items() if v is not None})
+
+
+def run_train(args: argparse.Namespace) -> int:
+    """Entry point of ``rewardkit train``; returns the exit status."""
+    try:
+        cfg = config_from_args(args)
+        cfg.validate()
+        from .loop import Trainer
+
+        trainer = Trainer(cfg, resume=args.resume)
+    except ConfigError as exc:
+        print(f"rewardkit train: {exc}", file=sys.stderr)
+        return 2
+    try:
+        final = trainer.train()
+    except KeyboardInterrupt:
+        print(f"\ninterrupted at step {trainer.step_count}; checkpoint saved. Continue with "
+              f"--resume {cfg.output_dir}", file=sys.stderr)
+        return 130
+    if final:
+        print(" ".join(f"{k}={v:.4g}" for k, v in sorted(final.items())
+                       if isinstance(v, (int, float))))
+    print(f"final model: {cfg.output_dir}/final")
+    return 0
