@@ -46,6 +46,12 @@ def _under(path: str, parent: str) -> bool:
     return path == parent or path.startswith(parent.rstrip("/") + "/")
 
 
+def _cover(path: str) -> None:
+    """An empty tmpfs over ``path`` (remounted read-only with everything else)."""
+    libc.mount("tmpfs", path, "tmpfs", libc.MS_NOSUID | libc.MS_NODEV,
+               "size=64k,nr_inodes=1024,mode=0755")
+
+
 def build_filesystem(base: str, hide: list[str], expose: list[str], new_proc: bool,
                      report: dict) -> None:
     """Make everything read-only except ``base``; hide ``hide``; keep ``expose`` reachable.
@@ -70,12 +76,18 @@ def build_filesystem(base: str, hide: list[str], expose: list[str], new_proc: bo
     # Handles opened before hiding: after a tmpfs covers a parent, the path is gone, but the
     # directory stays reachable through its descriptor (/proc/self/fd/N).
     handles = {p: os.open(p, os.O_PATH) for p in dict.fromkeys(keep)}
-    hidden = [os.path.realpath(h) for h in hide if os.path.isdir(h) and not os.path.islink(h)]
-    # A hidden dir that is itself needed (e.g. base under /tmp is fine, but not /tmp under base).
-    hidden = [h for h in hidden if not any(_under(h, k) for k in keep)]
-    for h in sorted(set(hidden), key=len):
-        libc.mount("tmpfs", h, "tmpfs", libc.MS_NOSUID | libc.MS_NODEV,
-                   "size=64k,nr_inodes=1024,mode=0755")
+    targets = list(dict.fromkeys(os.path.realpath(h) for h in hide if os.path.lexists(h)))
+    dirs = [h for h in targets if os.path.isdir(h) and h not in keep]
+    # Outer: not inside anything kept; what they cover that is kept gets bound back in.
+    # Inner: inside a kept tree (a data dir in site-packages); covered after the binds.
+    outer = [h for h in dirs if not any(_under(h, k) for k in keep)]
+    inner = [h for h in dirs if h not in outer and not _under(base, h)]
+    hidden = []
+    for h in sorted(outer, key=len):
+        if any(_under(h, x) for x in hidden):
+            continue  # already gone with its parent
+        _cover(h)
+        hidden.append(h)
         report["hidden"].append(h)
     for path, fd in handles.items():
         if not any(_under(path, h) for h in hidden):
@@ -90,7 +102,12 @@ def build_filesystem(base: str, hide: list[str], expose: list[str], new_proc: bo
             report["exposed"].append(path)
     for fd in handles.values():
         os.close(fd)
-    for secret in SECRET_FILES:
+    for h in sorted(inner, key=len):
+        _cover(h)
+        hidden.append(h)
+        report["hidden"].append(h)
+    files = [h for h in targets if os.path.isfile(h)] + list(SECRET_FILES)
+    for secret in dict.fromkeys(files):
         if os.path.isfile(secret):
             libc.mount("/dev/null", secret, None, libc.MS_BIND)
             report["secret_files"].append(secret)

