@@ -39,9 +39,9 @@ class Language:
     @property
     def tools(self) -> tuple:
         """Executables this language needs, looked up on PATH."""
-        needed = [self.run[0]] if not self.run[0].startswith("{") and not self.run[0].startswith("./") else []
-        if self.compile:
-            needed.append(self.compile[0])
+        needed = [self.compile[0]] if self.compile else []
+        if not self.run[0].startswith("./"):  # not the compiled program itself
+            needed.append(self.run[0])
         return tuple(needed)
 
 

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import signal as _signal
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Optional
 
 STATUSES = ("ok", "runtime_error", "timeout", "memory_limit", "output_limit", "killed",
@@ -37,7 +37,6 @@ class RunResult:
     peak_memory_mb: float = 0.0
     compile: Optional["RunResult"] = None
     error: Optional[str] = None
-    extra: dict = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:

