@@ -37,6 +37,7 @@ _libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctype
                         ctypes.c_char_p]
 _libc.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
 _libc.unshare.argtypes = [ctypes.c_int]
+_libc.setns.argtypes = [ctypes.c_int, ctypes.c_int]
 _libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong,
                         ctypes.c_ulong]
 
@@ -53,6 +54,10 @@ def _b(value: str | None) -> bytes | None:
 
 def unshare(flags: int) -> None:
     _check(_libc.unshare(flags), f"unshare({flags:#x})")
+
+
+def setns(fd: int, nstype: int) -> None:
+    _check(_libc.setns(fd, nstype), f"setns({nstype:#x})")
 
 
 def mount(source: str | None, target: str, fstype: str | None, flags: int = 0,

@@ -80,6 +80,18 @@ def become_init(caps):
     caps["pid1"] = os.getpid() == 1
 
 
+def slot_network_namespaces(count):
+    """One fresh network namespace per slot (no interface up), held open by descriptor."""
+    home = os.open("/proc/self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+    held = []
+    for _ in range(count):
+        libc.unshare(libc.CLONE_NEWNET)
+        held.append(os.open("/proc/self/ns/net", os.O_RDONLY | os.O_CLOEXEC))
+    libc.setns(home, libc.CLONE_NEWNET)
+    os.close(home)
+    return held
+
+
 def probe_network(caps):
     """Check the claim: with no interface up, even loopback must be unreachable."""
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -126,10 +138,14 @@ def setup(config):
 
 
 # -- one run (in the forked child) ---------------------------------------------------------------
-def child(msg, fds, err_w, cgroup):
+def child(msg, fds, err_w, cgroup, netns):
     try:
         if cgroup is not None:
             cgroup.join()
+        if netns is not None and msg["private_ns"]:
+            # Each slot has a network namespace made at start (creating one costs ~1 ms); runs
+            # of a slot follow each other, never overlap, and hold no socket past their end.
+            libc.setns(netns, libc.CLONE_NEWNET)
         os.setsid()
         signal.set_wakeup_fd(-1)
         for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP):
@@ -143,9 +159,10 @@ def child(msg, fds, err_w, cgroup):
         os.closerange(ERR_FD + 1, 1 << 16)
         lim = msg["limits"]
         if msg["private_ns"]:
-            # Its own mount, network and IPC namespaces: concurrent runs cannot meet through
-            # abstract unix sockets or SysV IPC, and its tmpfs vanishes with its last process.
-            libc.unshare(libc.CLONE_NEWNS | libc.CLONE_NEWNET | libc.CLONE_NEWIPC)
+            # Its own mount and IPC namespaces (and its slot's network namespace, above):
+            # concurrent runs cannot meet through abstract unix sockets or SysV IPC, and its
+            # tmpfs vanishes with its last process.
+            libc.unshare(libc.CLONE_NEWNS | libc.CLONE_NEWIPC)
             if msg["private_tmpfs"]:
                 private_tmpfs(msg["dir"], lim["max_file_mb"], msg.get("uid"), msg.get("gid"))
         os.chdir(msg["dir"])
@@ -336,10 +353,11 @@ def kill_run(run):
 
 
 class Server:
-    def __init__(self, sock, caps, cgroups):
+    def __init__(self, sock, caps, cgroups, netns):
         self.sock = sock
         self.caps = caps
         self.cgroups = cgroups
+        self.netns = netns
         self.runs = {}
         self.by_id = {}
         self.sel = selectors.DefaultSelector()
@@ -396,7 +414,7 @@ class Server:
         pid = os.fork()
         if pid == 0:
             self.sock.close()
-            child(msg, fds, err_w, cgroup)
+            child(msg, fds, err_w, cgroup, self.netns[msg["slot"]] if self.netns else None)
         os.close(err_w)
         run = Run(msg["id"], pid, msg.get("uid"), msg["limits"]["wall_s"], err_r)
         run.cgroup = cgroup
@@ -447,7 +465,8 @@ def main():
     send(sock, {"op": "ready", "caps": caps, "pid": os.getpid()})
     if config["isolation"] == "namespaces" and (caps["errors"] or not all(caps["namespaces"].values())):
         return
-    Server(sock, caps, cgroups).serve()
+    netns = slot_network_namespaces(config["slots"]) if caps["namespaces"]["net"] else []
+    Server(sock, caps, cgroups, netns).serve()
 
 
 if __name__ == "__main__":
