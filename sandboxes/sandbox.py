@@ -378,9 +378,7 @@ class RunHandle:
             fds.append(self._child_channel.fileno())
         uid = self._owner()
         env = {"PATH": sandbox_path(), "HOME": self._dir, "TMPDIR": self._dir,
-               "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1",
-               "PYTHONUNBUFFERED": "1" if channel else ""}
-        env = {k: v for k, v in env.items() if v}
+               "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}
         self._run_id = next(self._sb._ids)
         request = {"id": self._run_id, "dir": self._dir, "argv": argv, "args": list(self.program.args),
                    "script": self.language.source_file, "mode": "python" if in_process else "exec",
