@@ -2,7 +2,8 @@
 
 1. Agreement with the labels of ``data/math_equivalence.jsonl`` (each row scored with its own
    options by rewardkit; Math-Verify has no options and is scored as is).
-2. Throughput on the RL-like mix of ``benchmarks/math_rl_mix.py`` (distinct pairs): Math-Verify
+2. Throughput on the RL-like mix of ``benchmarks/math_rl_mix.py`` (distinct pairs), and on a
+   small set only the sympy path can judge (the slow end): Math-Verify
    single-process against rewardkit with one worker process and with its default pool, with the
    worker pool already started (as in training, where it persists across steps).
 
@@ -22,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import rewardkit  # noqa: E402
-from math_rl_mix import make_mix  # noqa: E402
+from math_rl_mix import make_hard, make_mix  # noqa: E402
 from rewardkit import Sample  # noqa: E402
 
 
@@ -89,6 +90,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--pairs", type=int, default=2400)
     ap.add_argument("--batch", type=int, default=256, help="samples per score() call")
+    ap.add_argument("--hard", type=int, default=60, help="sympy-only pairs")
     ap.add_argument("--skip-labeled", action="store_true")
     args = ap.parse_args()
 
@@ -101,12 +103,16 @@ def main() -> None:
         print(f"  rows Math-Verify gets wrong: {mv_wrong}")
         print(f"  rows rewardkit gets wrong:   {rk_wrong}")
 
-    pairs = make_mix(args.pairs)
-    results = throughput(pairs, args.batch)
-    print(f"\nRL-like mix ({len(pairs)} distinct pairs, half correct; batches of {args.batch})")
-    base = results["Math-Verify (1 process)"][0]
-    for label, (rate, acc) in results.items():
-        print(f"  {label:26s} {rate:9.0f} pairs/s   agreement {acc:6.1%}   ratio x{rate / base:.1f}")
+    for title, pairs in ((f"RL-like mix ({args.pairs} distinct pairs, half correct)",
+                          make_mix(args.pairs)),
+                         ("sympy-only pairs (the slow end: log bases, powers of functions, "
+                          "matrices, inequalities)", make_hard(args.hard))):
+        results = throughput(pairs, args.batch)
+        print(f"\n{title}; batches of {args.batch}")
+        base = results["Math-Verify (1 process)"][0]
+        for label, (rate, acc) in results.items():
+            print(f"  {label:26s} {rate:9.0f} pairs/s   agreement {acc:6.1%}   "
+                  f"ratio x{rate / base:.1f}")
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import random
 import sys
+from typing import Any
 
 PROSE = ["Let's compute step by step.", "First we simplify the expression.",
          "We set up the equation and solve it.", "Counting the cases carefully,"]
@@ -86,10 +87,14 @@ def _symbolic(rng: random.Random, k: int, correct: bool) -> tuple[str, str, bool
         gold = f"\\frac{{{a}x+{b}}}{{{a + b}}}"
         same = f"\\frac{{{a}x}}{{{a + b}}}+\\frac{{{b}}}{{{a + b}}}"
         wrong = f"\\frac{{{a}x+{b + 1}}}{{{a + b}}}"
-    else:
+    elif kind < 0.9:
         gold = f"({a}, {b})"
         same = f"\\left({a},{b}\\right)"
         wrong = f"({b + 1}, {a})"
+    else:  # functions: these go to the sympy path
+        gold = f"{a}\\ln x + \\sin x"
+        same = f"\\sin(x) + {a}\\ln(x)"
+        wrong = f"{a}\\ln x + \\cos x"
     return gold, (same if correct else wrong), False
 
 
@@ -124,6 +129,29 @@ def make_mix(n: int = 2400, seed: int = 0) -> list[dict[str, str]]:
         seen.add((gold, completion))
         out.append({"gold": gold, "completion": completion, "category": make.__name__[1:],
                     "correct": correct})
+    return out
+
+
+def make_hard(n: int = 60, seed: int = 1) -> list[dict[str, Any]]:
+    """``n`` distinct pairs that only the sympy path can judge (logarithms with a base, powers of
+    functions, matrices, inequalities), half correct: the slow end of the mix."""
+    rng = random.Random(seed)
+    out = []
+    for k in range(n):
+        a, b = rng.randint(2, 30) + k, rng.randint(2, 9)
+        kind, correct = k % 4, k % 2 == 0
+        if kind == 0:
+            gold, same, wrong = f"\\log_{{{b}}} x + {a}", f"{a}+\\log_{b}(x)", f"\\log_{{{b}}} x + {a + 1}"
+        elif kind == 1:
+            gold, same, wrong = f"{a}\\sin^2 x", f"{a}(\\sin x)^2", f"{a}\\cos^2 x"
+        elif kind == 2:
+            gold = f"\\begin{{pmatrix}}{a}&{b}\\\\{b}&{a}\\end{{pmatrix}}"
+            same = f"\\begin{{bmatrix}}{a}&{b}\\\\{b}&{a}\\end{{bmatrix}}"
+            wrong = f"\\begin{{pmatrix}}{b}&{a}\\\\{b}&{a}\\end{{pmatrix}}"
+        else:
+            gold, same, wrong = f"x \\geq {a}", f"[{a}, \\infty)", f"({a}, \\infty)"
+        out.append({"gold": gold, "completion": _wrap(rng, same if correct else wrong, False),
+                    "category": "sympy_only", "correct": correct})
     return out
 
 

@@ -3,8 +3,8 @@
 Parsing LaTeX with latex2sympy and comparing with sympy costs milliseconds; most answers are an
 integer, a decimal, a fraction, or a short closed form such as ``\\frac{\\sqrt{3}}{2}``, ``3\\pi``
 or ``2x+1``. This module reads exactly that grammar (numbers, ``+ - * / ^``, ``\\cdot``,
-``\\times``, ``\\frac``, ``\\sqrt``, ``\\pi``, ``e``, ``i``, single-letter variables, brackets,
-implicit products) in microseconds and gives up (returns None) on anything else, which then goes
+``\\times``, ``\\frac``, ``\\sqrt``, ``\\pi``, ``e``, ``i``, ``\\sin \\cos \\tan \\ln \\exp``,
+single-letter variables, brackets, implicit products) in microseconds and gives up (returns None) on anything else, which then goes
 to the sympy path. It is written here rather than taken from a library because its value is in
 refusing everything outside a grammar small enough to be evaluated safely and exactly.
 
@@ -47,6 +47,11 @@ def _sample_table() -> dict[str, tuple[float, ...]]:
 #: ``SAMPLE_VALUES[letter][k]``: the value of variable ``letter`` at sample point ``k``.
 SAMPLE_VALUES = _sample_table()
 _POINTS = range(N_POINTS)
+
+
+#: Functions read by the fast path, with their principal complex branch (as sympy uses).
+_FUNCTIONS = {"\\sin": cmath.sin, "\\cos": cmath.cos, "\\tan": cmath.tan, "\\ln": cmath.log,
+              "\\exp": cmath.exp}
 
 
 class GiveUp(Exception):
@@ -150,7 +155,7 @@ class _Reader:
             v = self.unary()
             if tok[1] == "+":
                 return v
-            return Value(-v.exact if v.exact is not None else None, tuple(-p for p in v.points),
+            return Value(-v.exact if v.exact is not None else None, tuple(0j - p for p in v.points),
                          v.literal, v.nonfinal, v.decimal, v.variables, v.integer_literal)
         return self.term()
 
@@ -160,7 +165,7 @@ class _Reader:
             return False
         kind, text = tok
         return kind in ("num", "sci", "var") or (kind == "op" and text in "({") or (
-            kind == "cmd" and text in ("\\frac", "\\sqrt", "\\pi"))
+            kind == "cmd" and text in ("\\frac", "\\sqrt", "\\pi", *_FUNCTIONS))
 
     def term(self) -> Value:
         v = self.power()
@@ -289,6 +294,8 @@ class _Reader:
         if kind == "cmd":
             if text == "\\pi":
                 return _const(math.pi)
+            if text in _FUNCTIONS:
+                return self._function(text)
             if text == "\\frac":
                 num = self.group()
                 den = self.group()
@@ -305,6 +312,24 @@ class _Reader:
                 arg = self.group()
                 return self._root(arg, int(degree))
         raise GiveUp(f"unsupported {text!r}")
+
+    def _function(self, name: str) -> Value:
+        """``\\sin(...)``, ``\\ln{...}`` or ``\\sin x`` (one letter, nothing glued after it);
+        anything else (``\\sin^2 x``, ``\\sin 2x``) is left to the sympy path."""
+        tok = self.peek()
+        if tok in (("op", "("), ("op", "{")):
+            arg = self.atom()
+        elif tok is not None and tok[0] == "var":
+            arg = self.atom()
+            if self._starts_atom() or self.peek() == ("op", "^"):
+                raise GiveUp("ambiguous function argument")
+        else:
+            raise GiveUp("function argument")
+        try:
+            points = _check(tuple(_FUNCTIONS[name](p) for p in arg.points))
+        except (ValueError, OverflowError, ZeroDivisionError) as exc:
+            raise GiveUp(str(exc)) from exc
+        return Value(None, points, False, arg.nonfinal, arg.decimal, arg.variables)
 
     @staticmethod
     def _root(arg: Value, n: int) -> Value:
