@@ -17,7 +17,6 @@ from latex2sympy2_extended.latex2sympy2 import ConversionConfig, latex2sympy
 from latex2sympy2_extended.math_normalization import NormalizationConfig
 from sympy.matrices import MatrixBase
 
-from . import fastexpr
 from .config import MathOptions
 from .fastexpr import N_POINTS, SAMPLE_VALUES
 from .judge import Gold, is_final_literal, verdict
