@@ -42,9 +42,6 @@ def main() -> None:
         caps = sb.capabilities()
         sb.run(program)  # start the fork server outside the timing
         ours = per_run_ms(lambda: sb.run(program), args.runs)
-        for lang in ("c", "javascript", "bash"):
-            if caps["languages"].get(lang):
-                pass
         start = time.perf_counter()
         results = sb.run_many([program] * args.runs)
         batch = (time.perf_counter() - start) * 1000 / args.runs

@@ -9,7 +9,9 @@ from .languages import LANGUAGES, Language, available_languages, get_language
 from .limits import COMPILE_LIMITS, Limits
 from .program import Program
 from .result import STATUSES, RunResult
-from .sandbox import RunHandle, Sandbox, SandboxError
+from .errors import SandboxError
+from .run import RunHandle
+from .sandbox import Sandbox
 
 __all__ = ["Sandbox", "Program", "Limits", "RunResult", "RunHandle", "SandboxError",
            "capabilities", "capabilities_report", "Language", "LANGUAGES", "get_language",
