@@ -26,6 +26,7 @@ import resource
 import selectors
 import signal
 import socket
+import stat
 import sys
 import time
 
@@ -158,13 +159,21 @@ def child(msg, fds, err_w, cgroup, netns):
         os.closerange(len(high), ERR_FD)
         os.closerange(ERR_FD + 1, 1 << 16)
         lim = msg["limits"]
+        staged = None
         if msg["private_ns"]:
             # Its own mount and IPC namespaces (and its slot's network namespace, above):
             # concurrent runs cannot meet through abstract unix sockets or SysV IPC, and its
             # tmpfs vanishes with its last process.
             libc.unshare(libc.CLONE_NEWNS | libc.CLONE_NEWIPC)
             if msg["private_tmpfs"]:
-                private_tmpfs(msg["dir"], lim["max_file_mb"], msg.get("uid"), msg.get("gid"))
+                staged = mount_private_tmpfs(msg["dir"], lim["max_file_mb"], msg.get("uid"),
+                                             msg.get("gid"))
+        if msg.get("uid") is not None:
+            os.setgroups([])
+            os.setresgid(msg["gid"], msg["gid"], msg["gid"])
+            os.setresuid(msg["uid"], msg["uid"], msg["uid"])
+        if staged is not None:
+            copy_tree(staged, msg["dir"])  # as the run's own user: nothing it could not read
         os.chdir(msg["dir"])
         cpu = max(1, math.ceil(lim["cpu_s"]))
         resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
@@ -176,9 +185,6 @@ def child(msg, fds, err_w, cgroup, netns):
         if msg.get("uid") is not None:
             # NPROC counts per real uid: exact once the run has a uid of its own.
             resource.setrlimit(resource.RLIMIT_NPROC, (lim["max_processes"],) * 2)
-            os.setgroups([])
-            os.setresgid(msg["gid"], msg["gid"], msg["gid"])
-            os.setresuid(msg["uid"], msg["uid"], msg["uid"])
         elif os.geteuid() != 0:
             # Sharing the caller's uid, the best bound is what that uid already runs plus the
             # run's allowance (root ignores NPROC; there the pids cgroup bounds the run).
@@ -200,32 +206,41 @@ def child(msg, fds, err_w, cgroup, netns):
     run_python(msg["script"], msg["args"])
 
 
-def private_tmpfs(path, max_file_mb, uid, gid):
-    """Cover the run's directory with a size-limited tmpfs holding a copy of its files: what the
-    program writes stays in memory charged to the run, is bounded, and never reaches the disk."""
+def mount_private_tmpfs(path, max_file_mb, uid, gid):
+    """Cover the run's directory with a size-limited tmpfs; return a descriptor of the covered
+    (staged) directory, whose files :func:`copy_tree` then copies in. What the program writes
+    stays in memory charged to the run, is bounded, and never reaches the disk."""
     src = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     staged = 0
     for _, _, files, rootfd in os.fwalk(".", dir_fd=src):
-        staged += sum(os.stat(f, dir_fd=rootfd).st_size for f in files)
+        staged += sum(os.stat(f, dir_fd=rootfd, follow_symlinks=False).st_size for f in files)
     size_kb = staged // 1024 + 2 * max_file_mb * 1024 + 1024
     owner = f",uid={uid},gid={gid}" if uid is not None else ""
     libc.mount("tmpfs", path, "tmpfs", libc.MS_NOSUID | libc.MS_NODEV,
                f"size={size_kb}k,nr_inodes=4096,mode=0700{owner}")
+    return src
+
+
+def copy_tree(src, path):
+    """Copy the regular files and directories under descriptor ``src`` into ``path``; links and
+    special files are skipped, never followed."""
     for dirpath, dirs, files, rootfd in os.fwalk(".", dir_fd=src):
         target = os.path.join(path, dirpath)
         for d in dirs:
             os.mkdir(os.path.join(target, d), 0o700)
         for f in files:
-            fd_in = os.open(f, os.O_RDONLY, dir_fd=rootfd)
-            mode = os.fstat(fd_in).st_mode & 0o777
-            fd_out = os.open(os.path.join(target, f), os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
-            while os.sendfile(fd_out, fd_in, None, 1 << 20):
-                pass
+            try:
+                fd_in = os.open(f, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=rootfd)
+            except OSError:
+                continue  # a symbolic link
+            info = os.fstat(fd_in)
+            if stat.S_ISREG(info.st_mode):
+                fd_out = os.open(os.path.join(target, f), os.O_WRONLY | os.O_CREAT | os.O_EXCL,
+                                 info.st_mode & 0o777)
+                while os.sendfile(fd_out, fd_in, None, 1 << 20):
+                    pass
+                os.close(fd_out)
             os.close(fd_in)
-            os.close(fd_out)
-        if uid is not None:
-            for name in dirs + files:
-                os.chown(os.path.join(target, name), uid, gid)
     os.close(src)
 
 

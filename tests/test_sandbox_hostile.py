@@ -288,6 +288,16 @@ def test_zz_after_the_battery_nothing_is_left(state):
     assert box.run(Program("print('ok')")).stdout == "ok\n"
     time.sleep(0.2)
     assert not sandbox_processes()
+    zombies = []
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{entry}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] == "Z" and int(fields[1]) in state["server_pids"]:
+            zombies.append(entry)
+    assert not zombies, "the fork server left unreaped children"
     growth_kb = sum(rss_kb(p) for p in state["server_pids"]) - state["rss_before"]
     assert growth_kb < 16 << 10, f"fork server grew by {growth_kb} kB"
     base = box._base
