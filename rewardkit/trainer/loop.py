@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import random
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -95,8 +96,14 @@ class Trainer:
         start = time.perf_counter()
         batch = self.collect()
         collected = time.perf_counter()
-        stats = self.update(batch) if batch.loss_mask.any() else {"skipped": 1.0}
-        self.scheduler.step()
+        if batch.loss_mask.any():
+            stats = self.update(batch)
+            self.scheduler.step()
+        else:  # nothing to train on (all filtered): keep the schedule aligned with the step
+            stats = {"skipped": 1.0}
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)
+                self.scheduler.step()
         self.step_count += 1
         elapsed = time.perf_counter() - start
         generated = batch.rollout.completion_mask.sum().item()

@@ -9,7 +9,7 @@ from typing import Any, Mapping
 
 PLOTS = (
     ("reward", ("reward/mean", "eval/reward_mean", "eval/gold_mean")),
-    ("accuracy", ("eval/pass@1", "eval/mean@n", "eval/greedy")),
+    ("accuracy", ("eval/pass@1", "eval/greedy", "eval/gold_pass@1")),
     ("kl_entropy", ("kl", "entropy")),
     ("length", ("completion/length", "completion/truncated")),
     ("optimisation", ("loss/policy", "clip_fraction", "grad_norm")),

@@ -1,0 +1,156 @@
+"""The loop's pieces on the shipped arithmetic policy: generation bookkeeping, scoring with
+uncertainty penalty, dynamic sampling, evaluation metrics, and what a run leaves on disk."""
+import json
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from rewardkit import Sample, Score, Scorer  # noqa: E402
+from rewardkit.trainer.config import TrainConfig  # noqa: E402
+from rewardkit.trainer.evaluation import pass_at_k  # noqa: E402
+from rewardkit.trainer.generation import Rollout, completion_mask, concat_rollouts  # noqa: E402
+from rewardkit.trainer.loop import Trainer  # noqa: E402
+
+ARITH = Path(__file__).resolve().parent.parent / "data" / "arithmetic"
+
+
+def config(tmp_path, **changes):
+    values = dict(model=str(ARITH / "policy"), data=str(ARITH / "train.jsonl"),
+                  reward="exact_match", batch_size=16, group_size=4, max_new_tokens=6,
+                  learning_rate=3e-4, steps=2, output_dir=str(tmp_path / "run"), progress=False,
+                  tensorboard=False, plots=False, device="cpu")
+    values.update(changes)
+    return TrainConfig(**values)
+
+
+class Uncertain(Scorer):
+    name = "uncertain"
+
+    def score_one(self, sample: Sample) -> Score:
+        return Score(1.0, uncertainty=0.25)
+
+
+class EvenGroupsVary(Scorer):
+    """Groups of prompts with an even first operand get varied rewards; the rest all zero."""
+
+    name = "even_groups_vary"
+
+    def score_one(self, sample: Sample) -> Score:
+        if int(sample.prompt_text.split("+")[0]) % 2:
+            return Score(0.0)
+        return Score(float(len(sample.completion_text) % 2 == 0 or sample.completion_text[-1:] in
+                           "02468"))
+
+
+def test_completion_mask_ends_at_first_eos_and_flags_truncation():
+    ids = torch.tensor([[5, 1, 7, 1], [5, 6, 7, 8]])
+    mask, ended = completion_mask(ids, eos_ids=[1])
+    assert mask.tolist() == [[1, 1, 0, 0], [1, 1, 1, 1]]
+    assert ended.tolist() == [True, False]
+    stopped = torch.tensor([False, True])
+    ids2 = torch.tensor([[5, 1, 0, 0], [5, 6, 0, 0]])
+    mask, ended = completion_mask(ids2, [1], stopped=stopped, pad_id=0)
+    assert mask.tolist() == [[1, 1, 0, 0], [1, 1, 0, 0]] and ended.tolist() == [True, True]
+
+
+def test_concat_rollouts_repads_prompts_left_and_completions_right():
+    a = Rollout(torch.tensor([[3, 4]]), torch.ones(1, 2, dtype=torch.long), torch.tensor([[7]]),
+                torch.ones(1, 1, dtype=torch.long), torch.tensor([False]), ["a"])
+    b = Rollout(torch.tensor([[2, 3, 4]]), torch.ones(1, 3, dtype=torch.long),
+                torch.tensor([[8, 9]]), torch.ones(1, 2, dtype=torch.long), torch.tensor([True]),
+                ["b"])
+    c = concat_rollouts([a, b], pad_id=0)
+    assert c.prompt_ids.tolist() == [[0, 3, 4], [2, 3, 4]]
+    assert c.prompt_mask.tolist() == [[0, 1, 1], [1, 1, 1]]
+    assert c.completion_ids.tolist() == [[7, 0], [8, 9]]
+    assert c.completion_mask.tolist() == [[1, 0], [1, 1]] and c.texts == ["a", "b"]
+
+
+def test_rollout_groups_completions_per_prompt_and_logprobs_match_generate(tmp_path):
+    trainer = Trainer(config(tmp_path))
+    batch = trainer.collect()
+    rollout = batch.rollout
+    assert len(rollout) == 16
+    # rows i*G..i*G+G-1 share one prompt
+    prompts = rollout.prompt_ids.view(4, 4, -1)
+    assert torch.equal(prompts, prompts[:, :1].expand_as(prompts))
+    # log-probs from the training forward equal those of the sampling distribution
+    model, tok = trainer.policy.model, trainer.policy.tokenizer
+    torch.manual_seed(1)
+    out = model.generate(input_ids=rollout.prompt_ids[:4], attention_mask=rollout.prompt_mask[:4],
+                         do_sample=True, top_k=None, top_p=1.0, max_new_tokens=6,
+                         output_logits=True, return_dict_in_generate=True,
+                         pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id)
+    completion = out.sequences[:, rollout.prompt_ids.shape[1]:]
+    expected = torch.stack(out.logits, 1).log_softmax(-1).gather(
+        -1, completion.unsqueeze(-1)).squeeze(-1)
+    cmask, ended = completion_mask(completion, [tok.eos_token_id])
+    again = Rollout(rollout.prompt_ids[:4], rollout.prompt_mask[:4], completion, cmask, ~ended, [])
+    logp, _, _ = trainer.forward(model, again)
+    assert torch.allclose(logp * cmask, expected * cmask, atol=1e-4)
+
+
+def test_short_budget_marks_truncation_and_mask_drops_it_from_the_loss(tmp_path):
+    trainer = Trainer(config(tmp_path, max_new_tokens=1, truncation="mask"))
+    batch = trainer.collect()
+    assert batch.rollout.truncated.all()
+    assert batch.stats["completion/truncated"] == 1.0
+    assert not batch.loss_mask.any()
+    assert trainer.step()["skipped"] == 1.0
+
+
+def test_uncertainty_is_penalised(tmp_path):
+    trainer = Trainer(config(tmp_path, uncertainty_penalty=2.0), scorer=Uncertain())
+    assert torch.allclose(trainer.collect().rewards, torch.full((16,), 0.5))
+
+
+def test_dynamic_sampling_refills_the_batch_with_varied_groups(tmp_path):
+    trainer = Trainer(config(tmp_path, batch_size=32, group_size=4, group_filter="zero_variance",
+                             resample_rounds=8), scorer=EvenGroupsVary())
+    batch = trainer.collect()
+    groups = batch.rewards.view(-1, 4)
+    assert (groups.max(1).values > groups.min(1).values).all()
+    assert len(batch.rollout) == 32 or batch.stats["resample_rounds"] == 8
+    assert batch.stats["groups/zero_variance"] > 0
+
+
+def test_pass_at_k_unbiased_estimator():
+    assert pass_at_k(4, 0, 1) == 0.0
+    assert pass_at_k(4, 1, 1) == pytest.approx(0.25)
+    assert pass_at_k(4, 1, 2) == pytest.approx(1 - 3 / 6)   # 1 - C(3,2)/C(4,2)
+    assert pass_at_k(4, 3, 2) == 1.0
+
+
+def test_evaluation_reports_pass_at_k_greedy_and_gold(tmp_path):
+    trainer = Trainer(config(tmp_path, eval_data=str(ARITH / "test.jsonl"), eval_max_prompts=8,
+                             eval_samples=4, eval_k=[1, 4], gold_reward="regex"))
+    trainer.gold = Uncertain()  # always 1.0: the gold curve must differ from the reward's
+    metrics = trainer.evaluate()
+    assert 0.0 <= metrics["eval/pass@1"] <= metrics["eval/pass@4"] <= 1.0
+    assert metrics["eval/pass@1"] == pytest.approx(metrics["eval/mean@n"])
+    assert metrics["eval/gold_mean"] == 1.0 and "eval/greedy" in metrics
+
+
+def test_a_run_logs_metrics_plots_and_a_loadable_final_model(tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    cfg = config(tmp_path, steps=3, plots=True, kl_coef=0.05, entropy_coef=0.01,
+                 top_entropy_ratio=0.5, eval_data=str(ARITH / "test.jsonl"), eval_max_prompts=4)
+    Trainer(cfg).train()
+    run = Path(cfg.output_dir)
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    steps = [r for r in rows if "reward/mean" in r]
+    assert [r["step"] for r in steps] == [1, 2, 3]
+    for key in ("reward/std", "groups/zero_variance", "advantage/std", "kl", "entropy",
+                "clip_fraction", "completion/length", "completion/truncated", "tokens_per_s",
+                "time/step", "grad_norm", "lr"):
+        assert key in steps[0], key
+    assert steps[0]["kl"] == pytest.approx(0.0, abs=1e-6)  # policy == reference at step 1
+    assert steps[-1]["kl"] > 0.0
+    assert {r["step"] for r in rows if "eval/pass@1" in r} == {0, 3}
+    assert (run / "plots" / "reward.png").exists()
+    model = AutoModelForCausalLM.from_pretrained(run / "final")
+    assert model.config.model_type == "qwen2"
