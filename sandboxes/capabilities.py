@@ -36,7 +36,8 @@ def describe(server_caps: dict, isolation: str) -> dict[str, Any]:
         "per_run_uid": uid_drop,
         "no_new_privs": True,
         "rlimits": ["cpu", "address_space", "file_size", "open_files", "core"]
-        + (["processes"] if uid_drop else []),
+        + (["processes"] if uid_drop else [] if os.geteuid() == 0
+           else ["processes (shared with the caller's uid)"]),
         "clean_environment": True,
         "wall_time_kill": True,
         "output_caps": True,
