@@ -49,7 +49,8 @@ class ForkServer:
         self._futures_lock = threading.Lock()
         self._dead: str | None = None
         env = {"PATH": sandbox_path(), "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"}
-        with open(log_path, "ab") as log:
+        # 0600: the base directory is reachable from runs, the server's log is not for them.
+        with os.fdopen(os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab") as log:
             self._proc = subprocess.Popen(
                 [sys.executable, "-I", ZYGOTE, str(peer.fileno())], env=env,
                 pass_fds=(peer.fileno(),), stdin=subprocess.DEVNULL, stdout=log, stderr=log,

@@ -208,3 +208,12 @@ def test_bash_runs(sb):
 
 def test_compile_limits_are_roomier_than_run_defaults():
     assert COMPILE_LIMITS.memory_mb >= Limits().memory_mb and COMPILE_LIMITS.cpu_s >= 10
+
+
+def test_multiprocessing_works_inside_a_run(sb):
+    src = ("import multiprocessing as mp\n"
+           "if __name__ == '__main__':\n"
+           "    with mp.Pool(2) as pool:\n"
+           "        print(sum(pool.map(abs, [-1, -2, -3])))\n")
+    r = sb.run(Program(src), limits=FAST.replace(wall_s=5, cpu_s=5))
+    assert r.status == "ok" and r.stdout == "6\n", r.stderr
