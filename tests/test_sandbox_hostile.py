@@ -80,7 +80,7 @@ def state():
     box.run(Program("pass"))
     OWN_UIDS.update(box._uids)
     pids = server_pids(box)
-    yield {"box": box, "server_pids": pids,
+    yield {"box": box, "server_pids": pids, "fds": len(os.listdir("/proc/self/fd")),
            "rss_before": sum(rss_kb(p) for p in pids)}
     box.close()
 
@@ -298,6 +298,7 @@ def test_zz_after_the_battery_nothing_is_left(state):
         if fields[0] == "Z" and int(fields[1]) in state["server_pids"]:
             zombies.append(entry)
     assert not zombies, "the fork server left unreaped children"
+    assert len(os.listdir("/proc/self/fd")) <= state["fds"] + 2, "descriptors leaked"
     growth_kb = sum(rss_kb(p) for p in state["server_pids"]) - state["rss_before"]
     assert growth_kb < 16 << 10, f"fork server grew by {growth_kb} kB"
     base = box._base
