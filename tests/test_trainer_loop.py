@@ -9,21 +9,13 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from rewardkit import Sample, Score, Scorer  # noqa: E402
-from rewardkit.trainer.config import TrainConfig  # noqa: E402
+from rewardkit.trainer.arithmetic import DATA_DIR as ARITH, task_config  # noqa: E402
 from rewardkit.trainer.evaluation import pass_at_k  # noqa: E402
 from rewardkit.trainer.generation import Rollout, completion_mask, concat_rollouts  # noqa: E402
 from rewardkit.trainer.loop import Trainer  # noqa: E402
 
-ARITH = Path(__file__).resolve().parent.parent / "data" / "arithmetic"
-
-
 def config(tmp_path, **changes):
-    values = dict(model=str(ARITH / "policy"), data=str(ARITH / "train.jsonl"),
-                  reward="exact_match", batch_size=16, group_size=4, max_new_tokens=6,
-                  learning_rate=3e-4, steps=2, output_dir=str(tmp_path / "run"), progress=False,
-                  tensorboard=False, plots=False, device="cpu")
-    values.update(changes)
-    return TrainConfig(**values)
+    return task_config(tmp_path / "run", **changes)
 
 
 class Uncertain(Scorer):

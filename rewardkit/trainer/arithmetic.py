@@ -128,3 +128,25 @@ def write_jsonl(rows: list[dict[str, Any]], path: Path) -> None:
     with open(path, "w", encoding="utf-8") as f:
         for row in rows:
             f.write(json.dumps(row) + "\n")
+
+
+DATA_DIR = Path(__file__).resolve().parents[2] / "data" / "arithmetic"
+"""Where the shipped task lives (a source checkout): ``train.jsonl``, ``test.jsonl``, ``policy/``."""
+
+
+def task_config(output_dir: str | Path, data_dir: str | Path = DATA_DIR, **changes: Any) -> Any:
+    """A small CPU :class:`~rewardkit.trainer.config.TrainConfig` for the shipped arithmetic
+    task (exact-match reward, 16 completions per step, no plots/TensorBoard/progress bar);
+    ``changes`` override any field. Tests and quick experiments start from it."""
+    from .config import TrainConfig
+
+    data_dir = Path(data_dir)
+    if not (data_dir / "policy").is_dir():
+        raise FileNotFoundError(f"{data_dir}/policy not found; build it with "
+                                "`python data/arithmetic/build.py`")
+    values: dict[str, Any] = dict(
+        model=str(data_dir / "policy"), data=str(data_dir / "train.jsonl"), reward="exact_match",
+        batch_size=16, group_size=4, max_new_tokens=6, learning_rate=3e-4, steps=2,
+        output_dir=str(output_dir), progress=False, tensorboard=False, plots=False, device="cpu")
+    values.update(changes)
+    return TrainConfig(**values)

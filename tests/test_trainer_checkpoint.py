@@ -1,0 +1,98 @@
+"""Checkpoints: --resume continues exactly, Ctrl-C saves, LoRA uses the adapter-disabled base as
+reference and its final model loads with from_pretrained."""
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("peft")
+
+from rewardkit import Sample, Score, Scorer  # noqa: E402
+from rewardkit.trainer import checkpoint as ckpt  # noqa: E402
+from rewardkit.trainer.loop import Trainer  # noqa: E402
+from rewardkit.trainer.arithmetic import task_config  # noqa: E402
+
+
+def config(tmp_path, **changes):
+    return task_config(tmp_path / "run", **changes)
+
+
+def _weights(trainer):
+    return {k: v.clone() for k, v in trainer.policy.model.state_dict().items()}
+
+
+@pytest.mark.parametrize("algorithm", ["grpo", "ppo"])
+def test_resume_continues_exactly(tmp_path, algorithm):
+    opts = dict(algorithm=algorithm, steps=4, mini_batch_size=8, lr_schedule="cosine",
+                warmup_steps=1)
+    straight = Trainer(config(tmp_path / "a", **opts))
+    for _ in range(4):
+        straight.step()
+
+    first = Trainer(config(tmp_path / "b", **opts))
+    for _ in range(2):
+        first.step()
+    saved = first.save()
+    assert saved.name == "step-2"
+    resumed = Trainer(config(tmp_path / "b", **opts), resume=tmp_path / "b" / "run")
+    assert resumed.step_count == 2
+    for _ in range(2):
+        resumed.step()
+    a, b = _weights(straight), _weights(resumed)
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert resumed.scheduler.get_last_lr() == straight.scheduler.get_last_lr()
+    if algorithm == "ppo":
+        assert torch.equal(straight.value_head.linear.weight, resumed.value_head.linear.weight)
+
+
+class StopAtThirdCall(Scorer):
+    name = "stop"
+
+    def __init__(self):
+        self.calls = 0
+
+    def score_batch(self, samples):
+        self.calls += 1
+        if self.calls == 3:
+            raise KeyboardInterrupt
+        return [Score(float(s.completion_text == s.reference)) for s in samples]
+
+
+def test_ctrl_c_saves_a_checkpoint_to_resume_from(tmp_path):
+    cfg = config(tmp_path, steps=5)
+    trainer = Trainer(cfg, scorer=StopAtThirdCall())
+    with pytest.raises(KeyboardInterrupt):
+        trainer.train()
+    found = ckpt.find_checkpoint(cfg.output_dir)
+    assert found.name == "step-2"
+    assert Trainer(cfg, resume=cfg.output_dir).step_count == 2
+
+
+def test_resume_from_nothing_is_a_clear_error(tmp_path):
+    from rewardkit.compose import ConfigError
+
+    with pytest.raises(ConfigError, match="no checkpoint there"):
+        ckpt.find_checkpoint(tmp_path)
+
+
+def test_lora_reference_is_the_base_with_adapter_disabled_and_final_model_loads(tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    cfg = config(tmp_path, lora=True, lora_r=4, kl_coef=0.1, steps=3, learning_rate=1e-2,
+                 lora_target_modules=["q_proj", "v_proj"])
+    trainer = Trainer(cfg)
+    assert trainer.policy.reference is None  # no second copy of the model
+    base = AutoModelForCausalLM.from_pretrained(cfg.model)
+    trainer.train()
+    batch = trainer.collect()
+    with trainer.policy.reference_model() as ref:
+        ref_logp, _, _ = trainer.forward(ref, batch.rollout)
+    base_logp, _, _ = trainer.forward(base, batch.rollout)
+    policy_logp, _, _ = trainer.forward(trainer.policy.model, batch.rollout)
+    mask = batch.rollout.completion_mask.bool()
+    assert torch.allclose(ref_logp[mask], base_logp[mask], atol=1e-5)
+    assert not torch.allclose(policy_logp[mask], base_logp[mask], atol=1e-3)
+    final = AutoModelForCausalLM.from_pretrained(Path(cfg.output_dir) / "final")
+    merged_logp, _, _ = trainer.forward(final, batch.rollout)
+    assert torch.allclose(merged_logp[mask], policy_logp[mask], atol=1e-4)
+    assert (Path(cfg.output_dir) / "final" / "adapter" / "adapter_config.json").exists()
