@@ -218,8 +218,9 @@ def mount_private_tmpfs(path, max_file_mb, uid, gid):
     owner = f",uid={uid},gid={gid}" if uid is not None else ""
     libc.mount("tmpfs", path, "tmpfs", libc.MS_NOSUID | libc.MS_NODEV,
                f"size={size_kb}k,nr_inodes=4096,mode=0700{owner}")
-    if os.path.isdir("/dev/shm"):  # POSIX shared memory and semaphores (multiprocessing)
-        libc.mount("tmpfs", "/dev/shm", "tmpfs", libc.MS_NOSUID | libc.MS_NODEV,
+    shm = "/dev/shm"  # POSIX shared memory and semaphores (multiprocessing)
+    if os.path.isdir(shm) and not os.path.realpath(path).startswith(shm + "/"):
+        libc.mount("tmpfs", shm, "tmpfs", libc.MS_NOSUID | libc.MS_NODEV,
                    f"size={max_file_mb}m,nr_inodes=1024,mode=1777")
     return src
 

@@ -1,6 +1,7 @@
 """Behaviour of the sandbox API: statuses, limits, output capture, languages, channel, pool."""
 from __future__ import annotations
 
+import os
 import socket
 import threading
 import time
@@ -217,3 +218,14 @@ def test_multiprocessing_works_inside_a_run(sb):
            "        print(sum(pool.map(abs, [-1, -2, -3])))\n")
     r = sb.run(Program(src), limits=FAST.replace(wall_s=5, cpu_s=5))
     assert r.status == "ok" and r.stdout == "6\n", r.stderr
+
+
+@pytest.mark.parametrize("parent", ["/dev/shm", "/var/tmp"])
+def test_base_dir_can_live_in_a_hidden_scratch_dir(parent):
+    if not os.access(parent, os.W_OK):
+        pytest.skip(f"{parent} not writable")
+    with Sandbox(pool_size=1, limits=FAST, base_dir=parent) as box:
+        r = box.run(Program("import os\nopen('x', 'w').write('1')\nprint(os.listdir('.'))"))
+        base = box._base
+    assert r.status == "ok" and r.stdout == "['main.py', 'x']\n", r.error or r.stderr
+    assert base.startswith(parent) and not os.path.exists(base)
