@@ -225,7 +225,7 @@ def test_base_dir_can_live_in_a_hidden_scratch_dir(parent):
     if not os.access(parent, os.W_OK):
         pytest.skip(f"{parent} not writable")
     with Sandbox(pool_size=1, limits=FAST, base_dir=parent) as box:
-        r = box.run(Program("import os\nopen('x', 'w').write('1')\nprint(os.listdir('.'))"))
+        r = box.run(Program("import os\nopen('x', 'w').write('1')\nprint(sorted(os.listdir('.')))"))
         base = box._base
     assert r.status == "ok" and r.stdout == "['main.py', 'x']\n", r.error or r.stderr
     assert base.startswith(parent) and not os.path.exists(base)
