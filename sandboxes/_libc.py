@@ -70,5 +70,5 @@ def umount(target: str, flags: int = MNT_DETACH) -> None:
     _check(_libc.umount2(_b(target), flags), f"umount {target}")
 
 
-def prctl(option: int, arg: int = 0) -> None:
-    _check(_libc.prctl(option, arg, 0, 0, 0), f"prctl({option})")
+def prctl(option: int, arg: int = 0, arg3: int = 0) -> None:
+    _check(_libc.prctl(option, arg, arg3, 0, 0), f"prctl({option})")

@@ -35,6 +35,7 @@ sys.path.insert(0, HERE)
 import _cgroup  # noqa: E402
 import _jail  # noqa: E402
 import _libc as libc  # noqa: E402
+import _seccomp  # noqa: E402
 
 sys.path.remove(HERE)
 
@@ -93,6 +94,32 @@ def slot_network_namespaces(count):
     return held
 
 
+def probe_seccomp(caps):
+    """Install the filter in a throw-away child and check the kernel applied it (the
+    ``Seccomp`` field of /proc/self/status; as root also that ``unshare`` is refused)."""
+    if not _seccomp.supported():
+        return
+    pid = os.fork()
+    if pid == 0:
+        code = 3
+        try:
+            libc.prctl(libc.PR_SET_NO_NEW_PRIVS, 1)
+            _seccomp.install()
+            with open("/proc/self/status") as fh:
+                mode = [line.split()[1] for line in fh if line.startswith("Seccomp:")]
+            code = 0 if mode == ["2"] else 1
+            if code == 0 and os.geteuid() == 0:
+                try:
+                    libc.unshare(libc.CLONE_NEWUTS)
+                    code = 2
+                except OSError as exc:
+                    code = 0 if exc.errno == 1 else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    caps["seccomp"] = os.waitstatus_to_exitcode(status) == 0
+
+
 def probe_network(caps):
     """Check the claim: with no interface up, even loopback must be unreachable."""
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -106,7 +133,8 @@ def probe_network(caps):
 
 def setup(config):
     caps = {"namespaces": {n: False for n, _ in NAMESPACES}, "errors": [], "pid1": False,
-            "filesystem": None, "uid_drop": False, "network_blocked": False, "cgroups": None}
+            "filesystem": None, "uid_drop": False, "network_blocked": False, "cgroups": None,
+            "seccomp": False}
     is_root = os.geteuid() == 0
     if config["isolation"] != "none":
         if is_root:
@@ -135,6 +163,8 @@ def setup(config):
     if caps["namespaces"]["net"]:
         probe_network(caps)
     caps["uid_drop"] = is_root and bool(config["uids"])
+    if config["isolation"] != "none":
+        probe_seccomp(caps)
     return caps, slots
 
 
@@ -191,6 +221,8 @@ def child(msg, fds, err_w, cgroup, netns):
             mine = len(_live_pids_of(os.getuid()))
             resource.setrlimit(resource.RLIMIT_NPROC, (mine + lim["max_processes"],) * 2)
         libc.prctl(libc.PR_SET_NO_NEW_PRIVS, 1)
+        if msg["seccomp"]:
+            _seccomp.install()
         os.environ.clear()
         os.environ.update(msg["env"])
         if msg["mode"] == "exec":

@@ -45,7 +45,7 @@ def describe(server_caps: dict, isolation: str) -> dict[str, Any]:
         else "the run's process group only (a process that calls setsid can escape)",
         "pid1_reaper": bool(server_caps.get("pid1")),
         "cgroups": _cgroups(server_caps.get("cgroups")),
-        "seccomp": False,
+        "seccomp": bool(server_caps.get("seccomp")),
         "languages": available_languages(),
         "errors": list(server_caps.get("errors", [])),
     }
@@ -93,7 +93,9 @@ def format_report(caps: dict[str, Any]) -> str:
             f"v{caps['cgroups']['version']} {', '.join(caps['cgroups']['controllers'])} per run "
             "(whole-run memory limit, process count, true peak memory)" if caps["cgroups"]
             else "off (memory limit is per process only)"),
-        f"  [{_mark(caps['seccomp'])}] seccomp system-call filter",
+        f"  [{_mark(caps['seccomp'])}] seccomp: " + (
+            "refuses ptrace, new namespaces, mount, bpf, perf, keyrings, module loading, ..."
+            if caps["seccomp"] else "no system-call filter"),
         "  languages: " + ", ".join(f"{k} ({'yes' if v else 'not installed'})"
                                     for k, v in caps["languages"].items()),
     ]

@@ -182,6 +182,7 @@ class RunHandle:
                    "env": env, "limits": limits.to_dict(), "limit_address_space": limit_as,
                    "uid": uid[0] if uid else None, "gid": uid[1] if uid else None,
                    "slot": self._slot, "private_ns": self._sb._private_ns,
+                   "seccomp": self._sb._seccomp,
                    "private_tmpfs": not keep_files}
         try:
             future = self._server.submit(request, fds)

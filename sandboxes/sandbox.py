@@ -96,6 +96,7 @@ class Sandbox:
         self._root = os.geteuid() == 0
         self._uids: list[int] = []
         self._private_ns = False
+        self._seccomp = False
         self._resources = _Resources()
         # Also at interpreter exit or garbage collection: no server or directory outlives us.
         self._finalizer = weakref.finalize(self, self._resources.release)
@@ -153,6 +154,7 @@ class Sandbox:
                         "Use isolation='auto' to run with what is available.")
             self._server = self._resources.server = server
             self._uids = uids
+            self._seccomp = bool(caps.get("seccomp"))
             self._private_ns = bool(caps["namespaces"].get("mount") and caps["namespaces"].get("net")
                                     and caps["namespaces"].get("ipc"))
             return server

@@ -48,10 +48,10 @@ def test_each_claim_matches_what_a_run_can_do(isolation):
 def test_isolation_none_claims_no_isolation():
     caps = capabilities("none")
     assert not any(caps["namespaces"].values())
-    assert not caps["uid_drop"] and not caps["filesystem_readonly"]
+    assert not caps["uid_drop"] and not caps["filesystem_readonly"] and not caps["seccomp"]
     report = format_report(caps)
     for line in ("[NO ] file system", "[NO ] network", "[NO ] PID namespace",
-                 "[NO ] unprivileged uid"):
+                 "[NO ] unprivileged uid", "[NO ] seccomp"):
         assert line in report
     assert "process group only" in report
 

@@ -284,6 +284,19 @@ def test_concurrent_runs_cannot_meet_over_abstract_unix_sockets(state):
     assert r.stdout.startswith("alone")
 
 
+@pytest.mark.skipif(not CAPS["seccomp"], reason="seccomp filter unavailable")
+def test_kernel_surface_calls_are_refused(state):
+    src = ("import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\nout = []\n"
+           "for name, call in [('unshare', lambda: libc.unshare(0x10000000)),\n"
+           "                   ('ptrace', lambda: libc.ptrace(0, 0, 0, 0)),\n"
+           "                   ('mount', lambda: libc.mount(b'none', b'.', b'tmpfs', 0, None)),\n"
+           "                   ('bpf', lambda: libc.syscall(321, 0, 0, 0))]:\n"
+           "    out.append((name, call(), ctypes.get_errno()))\nprint(out)\n")
+    r = run(state, src)
+    assert r.stdout == ("[('unshare', -1, 1), ('ptrace', -1, 1), ('mount', -1, 1), "
+                        "('bpf', -1, 1)]\n"), r.stderr
+
+
 def test_zz_after_the_battery_nothing_is_left(state):
     box = state["box"]
     assert box.run(Program("print('ok')")).stdout == "ok\n"

@@ -1,0 +1,90 @@
+"""A small seccomp filter for runs: system calls a test program never needs are refused.
+
+The filter narrows the kernel surface an unprivileged program can reach (the usual road out of a
+namespace sandbox is a kernel bug behind a rarely used call). Refused with EPERM: ptrace and
+cross-process memory access, new namespaces (``unshare``, ``setns``, ``clone`` with namespace
+flags), mounting and the new mount API, ``chroot``/``pivot_root``, module and kexec loading,
+``bpf``, ``perf_event_open``, ``userfaultfd``, kernel keyrings, handle-based opens, swap, reboot,
+accounting, quotas and fanotify. ``clone3`` and ``io_uring_*`` get ENOSYS, which makes glibc fall
+back to ``clone`` (whose flags a filter can inspect; clone3's are in memory) and libuv to its
+thread pool. Everything else is allowed: this is a deny list for hardening, not a whitelist.
+
+Only x86-64 is covered (other ABIs on it, x32 and i386, are refused); on other architectures no
+filter is installed and the capabilities report says so. Written by hand (classic BPF, a few
+dozen instructions) because libseccomp's Python binding is not on PyPI. Standard library only.
+"""
+from __future__ import annotations
+
+import ctypes
+import errno
+import platform
+
+import _libc as libc
+
+AUDIT_ARCH_X86_64 = 0xC000003E
+X32_SYSCALL_BIT = 0x40000000
+NAMESPACE_FLAGS = 0x7E020000  # CLONE_NEWNS|NEWCGROUP|NEWUTS|NEWIPC|NEWUSER|NEWPID|NEWNET
+
+SYS_CLONE = 56
+DENY_EPERM = (
+    101, 310, 311,            # ptrace, process_vm_readv, process_vm_writev
+    272, 308,                 # unshare, setns
+    165, 166, 155, 161,       # mount, umount2, pivot_root, chroot
+    428, 429, 430, 431, 432, 433, 442,  # open_tree, move_mount, fsopen, fsconfig, fsmount, fspick, mount_setattr
+    175, 176, 313, 246, 320,  # init/delete/finit_module, kexec_load, kexec_file_load
+    321, 298, 323,            # bpf, perf_event_open, userfaultfd
+    248, 249, 250,            # add_key, request_key, keyctl
+    303, 304,                 # name_to_handle_at, open_by_handle_at
+    167, 168, 169, 163, 179, 300, 212,  # swapon, swapoff, reboot, acct, quotactl, fanotify_init, lookup_dcookie
+    170, 171,                 # sethostname, setdomainname
+)
+DENY_ENOSYS = (435, 425, 426, 427)  # clone3, io_uring_setup/enter/register
+
+_LD_W_ABS, _JEQ_K, _JGE_K, _JSET_K, _RET_K = 0x20, 0x15, 0x35, 0x45, 0x06
+_RET_ALLOW, _RET_ERRNO, _RET_KILL = 0x7FFF0000, 0x00050000, 0x80000000
+_OFF_NR, _OFF_ARCH, _OFF_ARG0 = 0, 4, 16
+PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
+
+
+class _Insn(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint16), ("jt", ctypes.c_uint8), ("jf", ctypes.c_uint8),
+                ("k", ctypes.c_uint32)]
+
+
+class _Prog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_uint16), ("filter", ctypes.POINTER(_Insn))]
+
+
+def supported() -> bool:
+    return platform.machine() in ("x86_64", "AMD64")
+
+
+def program() -> list[tuple[int, int, int, int]]:
+    """The filter as (code, jt, jf, k) instructions; jumps count from the next instruction."""
+    ins = [
+        (_LD_W_ABS, 0, 0, _OFF_ARCH),
+        (_JEQ_K, 1, 0, AUDIT_ARCH_X86_64),
+        (_RET_K, 0, 0, _RET_KILL),                      # another ABI (i386): refuse it all
+        (_LD_W_ABS, 0, 0, _OFF_NR),
+        (_JGE_K, 0, 1, X32_SYSCALL_BIT),
+        (_RET_K, 0, 0, _RET_ERRNO | errno.EPERM),       # the x32 ABI
+        (_JEQ_K, 0, 4, SYS_CLONE),
+        (_LD_W_ABS, 0, 0, _OFF_ARG0),                   # clone's flags (low 32 bits)
+        (_JSET_K, 0, 1, NAMESPACE_FLAGS),
+        (_RET_K, 0, 0, _RET_ERRNO | errno.EPERM),
+        (_RET_K, 0, 0, _RET_ALLOW),
+    ]
+    for nr in DENY_EPERM:
+        ins += [(_JEQ_K, 0, 1, nr), (_RET_K, 0, 0, _RET_ERRNO | errno.EPERM)]
+    for nr in DENY_ENOSYS:
+        ins += [(_JEQ_K, 0, 1, nr), (_RET_K, 0, 0, _RET_ERRNO | errno.ENOSYS)]
+    ins.append((_RET_K, 0, 0, _RET_ALLOW))
+    return ins
+
+
+def install() -> None:
+    """Install the filter on the calling (single-threaded) process; needs no_new_privs set."""
+    ins = program()
+    array = (_Insn * len(ins))(*[_Insn(*i) for i in ins])
+    prog = _Prog(len(ins), ctypes.cast(array, ctypes.POINTER(_Insn)))
+    libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(prog))
