@@ -8,11 +8,12 @@ environment; FD is a ``SOCK_SEQPACKET`` control socket to the host. It
 2. becomes PID 1 of the new PID namespace (so every process a run leaves behind is reparented
    to it, reaped, and killed when it exits), with a read-only file system except the base dir;
 3. imports commonly used modules once, then ``gc.freeze()``s them so forks share their pages;
-4. per ``run`` message, forks a child that takes the stdin/stdout/stderr (and channel) descriptors
-   sent by the host, enters its private directory, sets rlimits, drops to its own uid (one per
-   concurrent run) and ``no_new_privs``, clears the environment, and then either runs Python
-   source in that fresh fork (a new ``__main__``; nothing persists between runs because every run
-   is a new fork of the same clean parent) or execs the language's command;
+4. per ``run`` message, forks a child that joins its slot's cgroups and network namespace,
+   takes the stdin/stdout/stderr (and channel) descriptors sent by the host, enters its own
+   mount and IPC namespaces with a private tmpfs working directory, drops to its slot's uid,
+   sets rlimits, ``no_new_privs`` and a seccomp filter, clears the environment, and then either
+   runs Python source in that fresh fork (a new ``__main__``; nothing persists between runs
+   because every run is a new fork of the same clean parent) or execs the language's command;
 5. enforces the wall-time limit, and when a run ends kills every process of its uid.
 
 The server never reads program sources, stdin or tests: it only sees paths and limits, so no
