@@ -57,9 +57,10 @@ class Sandbox:
         pool_size: how many runs may execute at once (default: the number of CPUs); more
             callers wait for a free slot.
         limits: default :class:`Limits` of a run (each call may pass its own).
-        isolation: ``"namespaces"`` (fail unless mount, network and PID namespaces and the uid
-            drop all work), ``"auto"`` (use whatever of those the platform allows, and say so
-            in :meth:`capabilities`), or ``"none"`` (limits only: no namespaces, no uid drop).
+        isolation: ``"namespaces"`` (fail unless the mount, network and PID namespaces, the
+            read-only file system and the uid drop all work), ``"auto"`` (use whatever of the
+            protections the platform allows, and say so in :meth:`capabilities`), or ``"none"``
+            (limits only: no namespaces, no uid drop, no seccomp filter).
         base_dir: where the per-run directories live (default: a fresh directory under the
             system temp dir, removed by :meth:`close`).
         hide: more host paths (directories or files) that runs must not see, on top of
