@@ -138,6 +138,7 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
     except ImportError as exc:
         print(f"sandbox: unavailable ({exc})")
     else:
+        print("\nSandbox (code execution):")
         print(capabilities_report())
     return 0
 
