@@ -7,7 +7,6 @@ caused it, so the rest of the batch is never lost.
 """
 from __future__ import annotations
 
-import asyncio
 import inspect
 import math
 from typing import Any, Callable, Iterable, Sequence
@@ -80,6 +79,8 @@ class Scorer:
 
     async def ascore(self, samples: Sequence[Sample | dict]) -> list[Score]:
         """Async form of :meth:`score` for servers and trainers; runs in a worker thread."""
+        import asyncio  # only async callers pay for importing it
+
         return await asyncio.to_thread(self.score, samples)
 
     def __call__(self, samples: Sequence[Sample | dict]) -> list[Score]:
