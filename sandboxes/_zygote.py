@@ -502,6 +502,8 @@ class Server:
 
 def main():
     sock = socket.socket(fileno=int(sys.argv[1]))
+    # Dies with the host thread that started it: the host starts it from a thread that lives
+    # exactly as long as this server (see forkserver.py), never from a caller's thread.
     libc.prctl(libc.PR_SET_PDEATHSIG, signal.SIGKILL)
     config, _ = recv(sock)
     if config is None or os.getppid() != config["host_pid"]:

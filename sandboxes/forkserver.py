@@ -1,14 +1,16 @@
 """Host side of the fork server: starts it, sends it runs, routes its replies.
 
 One control socket (``SOCK_SEQPACKET``: message boundaries, and file descriptors travel with
-``SCM_RIGHTS``) carries JSON messages both ways; a dispatcher thread reads the server's ``done``
-replies and completes the matching futures, so any number of threads can submit at once.
+``SCM_RIGHTS``) carries JSON messages both ways; one thread owns the server (starts it, then
+reads its ``done`` replies and completes the matching futures), so any number of threads can
+submit at once, and come and go.
 """
 from __future__ import annotations
 
 import itertools
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -48,35 +50,65 @@ class ForkServer:
         self._futures: dict[int, Future] = {}
         self._futures_lock = threading.Lock()
         self._dead: str | None = None
-        env = {"PATH": sandbox_path(), "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"}
-        # 0600: the base directory is reachable from runs, the server's log is not for them.
-        with os.fdopen(os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab") as log:
-            self._proc = subprocess.Popen(
-                [sys.executable, "-I", ZYGOTE, str(peer.fileno())], env=env,
-                pass_fds=(peer.fileno(),), stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                cwd="/")
-        peer.close()
+        self._closing = False
+        self._proc: subprocess.Popen | None = None
         self._log_path = log_path
         self._cgroup_dirs: list[str] = []
-        self._send({"isolation": isolation, "base": base, "hide": hide, "expose": expose,
-                    "uids": uids, "slots": slots, "preload": list(PRELOAD),
-                    "host_pid": os.getpid(),
-                    "cgroup_name": f"rewardkit-{os.getpid()}-{next(_SERIAL)}"})
+        config = {"isolation": isolation, "base": base, "hide": hide, "expose": expose,
+                  "uids": uids, "slots": slots, "preload": list(PRELOAD),
+                  "host_pid": os.getpid(),
+                  "cgroup_name": f"rewardkit-{os.getpid()}-{next(_SERIAL)}"}
+        # The server asks the kernel to SIGKILL it when its parent dies (PR_SET_PDEATHSIG), so
+        # that it never outlives the host. For that signal Linux counts the *thread* that forked
+        # it as the parent, not the process: started from a caller's thread, the server would be
+        # killed as soon as that thread ends, with other threads' runs still in it. So one thread
+        # of our own starts it, then reads its replies, and ends only when the server is gone or
+        # :meth:`close` shuts the socket.
+        started: Future = Future()
+        self._thread = threading.Thread(target=self._own, args=(peer, config, timeout, started),
+                                        name="rewardkit-sandbox", daemon=True)
+        self._thread.start()
+        try:
+            self.capabilities: dict[str, Any] = started.result()
+        except ServerDied as exc:
+            self.close()  # the server has exited now: its log is complete
+            raise ServerDied(f"{exc}; {self.log_tail()}") from None
+        except BaseException:
+            self.close()
+            raise
+        self._cgroup_dirs = list((self.capabilities.get("cgroups") or {}).get("dirs", []))
+
+    def _own(self, peer: socket.socket, config: dict, timeout: float, started: Future) -> None:
+        """The server's owner thread: start it, wait for ``ready``, then dispatch replies."""
+        try:
+            started.set_result(self._launch(peer, config, timeout))
+        except BaseException as exc:
+            started.set_exception(exc)
+            return
+        self._dispatch()
+
+    def _launch(self, peer: socket.socket, config: dict, timeout: float) -> dict[str, Any]:
+        env = {"PATH": sandbox_path(), "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"}
+        try:
+            # 0600: the base directory is reachable from runs, the server's log is not for them.
+            flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND
+            with os.fdopen(os.open(self._log_path, flags, 0o600), "ab") as log:
+                self._proc = subprocess.Popen(
+                    [sys.executable, "-I", ZYGOTE, str(peer.fileno())], env=env,
+                    pass_fds=(peer.fileno(),), stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                    cwd="/")
+        finally:
+            peer.close()
+        self._send(config)
         self._sock.settimeout(timeout)
         try:
             ready = self._recv()
         except (OSError, ValueError) as exc:
-            self.close()
-            raise ServerDied(f"the sandbox fork server did not start: {exc}; {self.log_tail()}")
+            raise ServerDied(f"the sandbox fork server did not start: {exc}") from None
         if ready is None:
-            self.close()
-            raise ServerDied(f"the sandbox fork server exited at start; {self.log_tail()}")
+            raise ServerDied("the sandbox fork server exited at start")
         self._sock.settimeout(None)
-        self.capabilities: dict[str, Any] = ready["caps"]
-        self._cgroup_dirs = list((self.capabilities.get("cgroups") or {}).get("dirs", []))
-        self._thread = threading.Thread(target=self._dispatch, name="rewardkit-sandbox",
-                                        daemon=True)
-        self._thread.start()
+        return ready["caps"]
 
     # -- messages -------------------------------------------------------------------------------
     def _send(self, obj: dict, fds: list[int] = ()) -> None:
@@ -92,7 +124,7 @@ class ForkServer:
         return json.loads(data) if data else None
 
     def _dispatch(self) -> None:
-        reason = "the sandbox fork server exited"
+        lost = ""
         try:
             while True:
                 msg = self._recv()
@@ -104,8 +136,24 @@ class ForkServer:
                     if fut is not None:
                         fut.set_result(msg)
         except OSError as exc:
-            reason = f"lost the sandbox fork server: {exc}"
-        self._fail_all(reason)
+            lost = f" (its socket failed: {exc})"
+        if self._closing:
+            self._fail_all("the sandbox was closed")
+        else:
+            self._fail_all(f"the sandbox fork server {self._how_it_ended()}{lost}; {self.log_tail()}")
+
+    def _how_it_ended(self) -> str:
+        assert self._proc is not None
+        try:
+            code = self._proc.wait(timeout=2.0)
+        except subprocess.TimeoutExpired:
+            return "stopped answering"
+        if code < 0:
+            try:
+                return f"was killed by {signal.Signals(-code).name}"
+            except ValueError:
+                return f"was killed by signal {-code}"
+        return f"exited with code {code}"
 
     def _fail_all(self, reason: str) -> None:
         with self._futures_lock:
@@ -117,7 +165,7 @@ class ForkServer:
     # -- public ---------------------------------------------------------------------------------
     @property
     def alive(self) -> bool:
-        return self._dead is None and self._proc.poll() is None
+        return self._dead is None and self._proc is not None and self._proc.poll() is None
 
     def submit(self, request: dict, fds: list[int]) -> Future:
         """Start a run; the future resolves to the server's ``done`` message."""
@@ -150,15 +198,17 @@ class ForkServer:
 
     def close(self) -> None:
         """Stop the server; the kernel then kills every process left in its PID namespace."""
+        self._closing = True
         try:
             self._sock.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass
         self._sock.close()
-        try:
-            self._proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            self._proc.kill()
-            self._proc.wait()
+        if self._proc is not None:
+            try:
+                self._proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
         _cgroup.remove(self._cgroup_dirs)
         self._fail_all("the sandbox was closed")

@@ -23,6 +23,10 @@ class RunResult:
     ``compile_error`` (the compile step failed; see ``compile``), ``sandbox_error`` (the sandbox
     itself failed; ``error`` says why). ``signal`` is the number of the signal that ended the
     program, if any; ``exit_code`` is None then.
+
+    ``error`` is the sandbox's own account, kept apart from the program's ``stderr``: always a
+    non-empty sentence for ``sandbox_error`` (what failed, and for a lost fork server how it
+    ended and the tail of its log), a summary for ``compile_error``, None otherwise.
     """
 
     status: str

@@ -8,6 +8,7 @@ import socket
 import tempfile
 import threading
 import time
+from concurrent.futures import TimeoutError as FutureTimeout
 from typing import TYPE_CHECKING, Optional
 
 from .errors import SandboxError
@@ -74,7 +75,7 @@ class RunHandle:
             self._server = self._sb._ensure_server()
             self._prepare_dir()
         except BaseException as exc:
-            self._finish(_error(f"{type(exc).__name__}: {exc}"))
+            self._finish(_error(_describe(exc)))
             if isinstance(exc, SandboxError):
                 raise
             return
@@ -89,7 +90,7 @@ class RunHandle:
         except ServerDied as exc:
             result = _error(str(exc))
         except BaseException as exc:  # the sandbox failed, not the program: report, never raise
-            result = _error(f"{type(exc).__name__}: {exc}")
+            result = _error(_describe(exc))
         self._finish(result)
 
     def _finish(self, result: RunResult) -> None:
@@ -192,7 +193,12 @@ class RunHandle:
         if self._killed:
             self._server.kill(self._run_id, "killed")
         out, err, over = _collect(self._server, self._run_id, out_r, err_r, limits, future)
-        done = future.result(timeout=limits.wall_s + _GRACE_S)
+        try:
+            done = future.result(timeout=limits.wall_s + _GRACE_S)
+        except FutureTimeout:
+            self._server.kill(self._run_id, "timeout")
+            return _error(f"the sandbox fork server gave no verdict within {limits.wall_s + _GRACE_S} s "
+                          "of the start of the run")
         if done.get("setup_error"):
             return _error(f"the sandbox could not start the program: {done['setup_error']}")
         stdout = out.decode("utf-8", "replace")
@@ -260,7 +266,14 @@ def _write_all(fd: int, data: bytes) -> None:
 
 
 def _error(message: str) -> RunResult:
+    """A ``sandbox_error`` result; its ``error`` is never empty, whatever failed."""
+    message = message.strip() or "the sandbox failed without a message (a bug: please report it)"
     return RunResult(status="sandbox_error", error=message)
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text}" if text else f"{type(exc).__name__} in the sandbox"
 
 
 def rmtree(path: str) -> None:

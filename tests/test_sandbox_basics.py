@@ -136,6 +136,60 @@ def test_sandbox_is_safe_to_call_from_many_threads(sb):
     assert [r.stdout for r in results] == [f"{i * i}\n" for i in range(12)]
 
 
+def test_fork_server_outlives_the_thread_that_started_it():
+    # The server dies with the thread that spawned it (PR_SET_PDEATHSIG counts threads): a
+    # caller thread that starts the server and ends must not take other runs down with it.
+    with Sandbox(pool_size=2, limits=FAST) as box:
+        handles = []
+        starter = threading.Thread(target=lambda: handles.append(
+            box.start(Program("import time; time.sleep(0.5); print('survived')"))))
+        starter.start()
+        starter.join()
+        with handles[0] as handle:
+            r = handle.result(timeout=10)
+        assert (r.status, r.stdout, r.error) == ("ok", "survived\n", None)
+
+
+def test_runs_from_more_threads_than_slots_each_get_their_own_result():
+    # Threads end at different times while others still run, as pool threads of a caller do.
+    programs = {}
+    n = 0
+    for k in range(6):
+        programs[k] = []
+        for _ in range(4 + 2 * k):
+            exit_code = 0 if n % 3 else n % 100 + 1
+            programs[k].append((n, exit_code, Program(
+                f"import sys\nprint({n})\nprint('e{n}', file=sys.stderr)\nsys.exit({exit_code})")))
+            n += 1
+    results: dict[int, RunResult] = {}
+    with Sandbox(pool_size=2, limits=FAST) as box:
+        def work(k: int) -> None:
+            for number, _, program in programs[k]:
+                results[number] = box.run(program)
+
+        threads = [threading.Thread(target=work, args=(k,)) for k in programs]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert len(results) == n == 54
+    for runs in programs.values():
+        for number, exit_code, _ in runs:
+            r = results[number]
+            assert r.status == ("ok" if exit_code == 0 else "runtime_error"), (number, r.error)
+            assert (r.stdout, r.stderr, r.exit_code) == (f"{number}\n", f"e{number}\n", exit_code)
+
+
+def test_a_lost_fork_server_is_a_sandbox_error_that_says_why():
+    with Sandbox(pool_size=1, limits=FAST) as box:
+        with box.start(Program("import time; time.sleep(5)")) as handle:
+            os.kill(box._server._proc.pid, 9)
+            r = handle.result(timeout=10)
+        assert r.status == "sandbox_error"
+        assert "fork server was killed by SIGKILL" in r.error
+        assert box.run(Program("print('again')")).stdout == "again\n"  # a new server starts
+
+
 def test_channel_is_a_private_bidirectional_stream_on_fd_3(sb):
     src = ("import socket\ns = socket.socket(fileno=3)\n"
            "while True:\n    data = s.recv(100)\n    if not data: break\n"
