@@ -138,6 +138,10 @@ class ForkServer:
         except OSError as exc:
             lost = f" (its socket failed: {exc})"
         if self._closing:
+            # Let the server finish its own shutdown (its PID namespace emptied) before this
+            # thread ends: ending earlier would SIGKILL it halfway (see the note in __init__).
+            # :meth:`close` kills it if it takes too long.
+            self._proc.wait()
             self._fail_all("the sandbox was closed")
         else:
             self._fail_all(f"the sandbox fork server {self._how_it_ended()}{lost}; {self.log_tail()}")
