@@ -103,10 +103,13 @@ def test_dynamic_sampling_refills_the_batch_with_varied_groups(tmp_path):
     trainer = Trainer(config(tmp_path, batch_size=32, group_size=4, group_filter="zero_variance",
                              resample_rounds=8), scorer=EvenGroupsVary())
     batch = trainer.collect()
+    assert len(batch.rollout) == 32  # same shape every step, whatever the filter dropped
     groups = batch.rewards.view(-1, 4)
-    assert (groups.max(1).values > groups.min(1).values).all()
-    assert len(batch.rollout) == 32 or batch.stats["resample_rounds"] == 8
-    assert batch.stats["groups/zero_variance"] > 0
+    varied = groups.max(1).values > groups.min(1).values
+    trained = batch.loss_mask.any(-1).view(-1, 4)
+    assert torch.equal(trained.all(1), varied) and torch.equal(trained.any(1), varied)
+    assert varied.all() or batch.stats["resample_rounds"] == 8  # refilled unless rounds ran out
+    assert batch.stats["groups/zero_variance"] > 0 and batch.stats["resample_rounds"] >= 1
 
 
 def test_pass_at_k_unbiased_estimator():
@@ -146,3 +149,87 @@ def test_a_run_logs_metrics_plots_and_a_loadable_final_model(tmp_path):
     assert (run / "plots" / "reward.png").exists()
     model = AutoModelForCausalLM.from_pretrained(run / "final")
     assert model.config.model_type == "qwen2"
+
+
+def test_stop_string_ends_the_completion_and_its_mask(tmp_path):
+    trainer = Trainer(config(tmp_path, stop=["1"], batch_size=32))
+    rollout = trainer.collect().rollout
+    tok = trainer.policy.tokenizer
+    with_stop = [i for i, t in enumerate(rollout.texts) if "1" in t]
+    assert with_stop, "expected some completions to contain the stop string"
+    for i in with_stop:
+        assert rollout.texts[i].endswith("1") and rollout.texts[i].count("1") == 1
+        kept = rollout.completion_ids[i][rollout.completion_mask[i].bool()]
+        assert tok.decode(kept, skip_special_tokens=True) == rollout.texts[i]
+        assert not rollout.truncated[i]
+
+
+def test_gradient_checkpointing_gives_the_same_update(tmp_path):
+    plain = Trainer(config(tmp_path / "a", seed=3))
+    plain.step()
+    checkpointed = Trainer(config(tmp_path / "b", seed=3, gradient_checkpointing=True))
+    checkpointed.step()
+    a = plain.policy.model.state_dict()
+    b = checkpointed.policy.model.state_dict()
+    assert all(torch.allclose(a[k], b[k], atol=1e-6) for k in a)
+    assert any(not torch.equal(a[k], Trainer(config(tmp_path / "c")).policy.model.state_dict()[k])
+               for k in a)
+
+
+def test_kl_in_reward_lowers_the_sequence_reward_by_beta_times_summed_kl(tmp_path):
+    trainer = Trainer(config(tmp_path, kl_coef=0.5, kl_in="reward", kl_estimator="k1",
+                             std_scale="none"))
+    with torch.no_grad():  # move the policy away from the reference
+        for p in trainer.policy.model.parameters():
+            p.add_(torch.randn_like(p) * 0.02)
+    batch = trainer.collect()
+    rollout = batch.rollout
+    logp, _, _ = trainer.forward(trainer.policy.model, rollout)
+    ref, _, _ = trainer.forward(trainer.policy.reference, rollout)
+    mask = rollout.completion_mask.float()
+    penalised = batch.rewards - 0.5 * ((logp - ref) * mask).sum(-1)
+    expected = penalised.view(-1, 4) - penalised.view(-1, 4).mean(1, keepdim=True)
+    assert torch.allclose(batch.advantages, expected.reshape(-1), atol=1e-4)
+    assert not torch.allclose(batch.advantages, (batch.rewards.view(-1, 4) - batch.rewards.view(
+        -1, 4).mean(1, keepdim=True)).reshape(-1), atol=1e-4)
+
+
+def test_chat_prompts_go_through_the_chat_template(tmp_path):
+    import json as json_
+
+    from rewardkit.testing import make_tiny_causal_lm
+    from rewardkit.trainer.data import load_prompts
+    from rewardkit.trainer.policy import load_tokenizer
+
+    model_dir = make_tiny_causal_lm(tmp_path / "lm")
+    data = tmp_path / "chat.jsonl"
+    messages = [{"role": "user", "content": "What is 2 + 3?"}]
+    data.write_text(json_.dumps({"messages": messages, "gold": "5"}) + "\n")
+    tok = load_tokenizer(str(model_dir))
+    (prompt,) = load_prompts(str(data), tok, prompt_field="messages", reference_field="gold")
+    expected = tok(tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True),
+                   add_special_tokens=False).input_ids
+    assert prompt.ids == list(expected) and prompt.reference == "5"
+
+
+def test_missing_prompt_column_names_the_columns_seen(tmp_path):
+    from rewardkit.compose import ConfigError
+    from rewardkit.trainer.data import read_prompt_rows
+
+    data = tmp_path / "d.jsonl"
+    data.write_text('{"question": "1+1=", "answer": "2"}\n')
+    with pytest.raises(ConfigError, match=r"no 'prompt' field \(columns: \['answer', 'question'\]"):
+        read_prompt_rows(str(data))
+
+
+def test_rewardkit_train_command_runs_and_writes_the_final_model(tmp_path):
+    from rewardkit.cli import main
+
+    out = tmp_path / "cli"
+    code = main(["train", "grpo", "--model", str(ARITH / "policy"), "--data",
+                 str(ARITH / "train.jsonl"), "--reward", "exact_match", "--steps", "2",
+                 "--batch-size", "8", "--group-size", "4", "--max-new-tokens", "6",
+                 "--output", str(out), "--device", "cpu", "-q", "--set", "plots=false"])
+    assert code == 0
+    assert (out / "final" / "model.safetensors").exists()
+    assert len((out / "metrics.jsonl").read_text().splitlines()) == 2

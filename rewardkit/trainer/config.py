@@ -41,8 +41,10 @@ class TrainConfig:
     prompt_field: str = "prompt"
     """Column with the prompt: a string, or chat messages (the tokenizer's chat template is
     applied). Dotted paths reach into nested fields."""
-    reference_field: str | None = "answer"
-    """Column with what the reward needs (gold answer, tests); None passes no reference."""
+    reference_field: str | None = None
+    """Column with what the reward needs (gold answer, tests), passed as ``Sample.reference``.
+    None: ``reference`` if the rows have it, else ``answer``, else no reference. Naming a column
+    makes a row without it an error."""
     reward: Any = None
     """A reward name (``"math"``), a composition mapping, or a config file path."""
     reward_options: dict[str, Any] = field(default_factory=dict)
@@ -82,8 +84,6 @@ class TrainConfig:
     """Top-k sampling; 0 disables it."""
     stop: list[str] = field(default_factory=list)
     """Extra stop strings beside the tokenizer's end-of-sequence token."""
-    use_vllm: bool = False
-    """Generate with vLLM when installed (weights synced every step); else HF ``generate``."""
 
     # -- advantages and loss ----------------------------------------------------------------------
     advantage: str | None = None

@@ -22,9 +22,12 @@ class Prompt:
 
 
 def read_prompt_rows(location: str, prompt_field: str = "prompt",
-                     reference_field: str | None = "answer") -> list[tuple[Text, Any]]:
+                     reference_field: str | None = None) -> list[tuple[Text, Any]]:
     """``(prompt, reference)`` pairs from a JSONL/JSON/CSV/Parquet file, a saved ``datasets``
-    folder or ``hf:NAME``. A missing prompt column is an error that names the columns seen."""
+    folder or ``hf:NAME``. A missing prompt column is an error that names the columns seen.
+
+    ``reference_field`` None picks ``reference``, else ``answer``, when the first row has it
+    (else no reference); a named column missing from a row is an error."""
     try:
         rows = list(read_rows(Source(location, detect_format(location))))
     except DataError as exc:
@@ -32,8 +35,11 @@ def read_prompt_rows(location: str, prompt_field: str = "prompt",
     if not rows:
         raise ConfigError(f"{location!r} holds no rows")
     out: list[tuple[Text, Any]] = []
+    named = reference_field is not None
+    if not named:
+        reference_field = next((f for f in ("reference", "answer") if f in rows[0]), None)
     for i, row in enumerate(rows):
-        prompt = get_field(row, prompt_field)
+        prompt = _field(row, prompt_field)
         if prompt is None:
             raise ConfigError(
                 f"{location!r} row {i} has no {prompt_field!r} field (columns: {sorted(row)}); "
@@ -42,9 +48,22 @@ def read_prompt_rows(location: str, prompt_field: str = "prompt",
         if not isinstance(prompt, (str, list)):
             raise ConfigError(f"{location!r} row {i}: the prompt must be a string or chat "
                               f"messages, got {type(prompt).__name__}")
-        reference = get_field(row, reference_field) if reference_field else None
+        reference = _field(row, reference_field) if reference_field else None
+        if named and reference is None:
+            raise ConfigError(
+                f"{location!r} row {i} has no {reference_field!r} field (columns: {sorted(row)});"
+                " set reference_field / --reference-field, or null for rewards without one"
+            )
         out.append((prompt, reference))
     return out
+
+
+def _field(row: dict[str, Any], path: str) -> Any:
+    """A (dotted) field of a row, or None when it is missing."""
+    try:
+        return get_field(row, path)
+    except KeyError:
+        return None
 
 
 def encode_prompt(tokenizer: Any, prompt: Text) -> list[int]:
@@ -61,7 +80,7 @@ def encode_prompt(tokenizer: Any, prompt: Text) -> list[int]:
 
 
 def load_prompts(location: str, tokenizer: Any, prompt_field: str = "prompt",
-                 reference_field: str | None = "answer") -> list[Prompt]:
+                 reference_field: str | None = None) -> list[Prompt]:
     """Read and tokenise every prompt of a dataset."""
     return [Prompt(p, r, encode_prompt(tokenizer, p))
             for p, r in read_prompt_rows(location, prompt_field, reference_field)]

@@ -96,7 +96,7 @@ class Trainer:
         start = time.perf_counter()
         batch = self.collect()
         collected = time.perf_counter()
-        if batch.loss_mask.any():
+        if self.dist.sum(float(batch.loss_mask.any())) > 0:
             stats = self.update(batch)
             self.scheduler.step()
         else:  # nothing to train on (all filtered): keep the schedule aligned with the step
@@ -112,11 +112,15 @@ class Trainer:
                 "tokens_per_s": generated * self.dist.world_size / elapsed}
 
     def collect(self) -> Batch:
-        """Generate, score and filter until the batch is full (or resampling rounds run out),
-        then compute advantages."""
+        """Generate, score and filter until the batch holds enough kept groups (or resampling
+        rounds run out), then compute advantages.
+
+        The batch always has the same number of rows: kept groups first, then (when too few were
+        kept) dropped groups with their loss masked out. Equal shapes on every process keep
+        data-parallel ranks in step."""
         cfg = self.cfg
-        n_prompts = cfg.batch_size // cfg.group_size // self.dist.world_size or 1
-        parts: list[tuple[Rollout, torch.Tensor]] = []
+        n_prompts = max(1, cfg.batch_size // cfg.group_size // self.dist.world_size)
+        parts: list[tuple[Rollout, torch.Tensor, torch.Tensor]] = []
         stats: dict[str, float] = {"time/generate": 0.0, "time/score": 0.0}
         kept_groups, seen_groups, zero_var = 0, 0, 0
         for round_ in range(cfg.resample_rounds + 1):
@@ -134,18 +138,19 @@ class Trainer:
             zero_var += int(filters.zero_variance_groups(rewards, cfg.group_size).sum())
             keep = self.group_keep(rewards)
             seen_groups += len(prompts)
-            if cfg.group_filter != "none":
-                index = keep.nonzero().squeeze(-1)
-                rollout, rewards = rollout.select(index), rewards[index]
-            parts.append((rollout, rewards))
-            kept_groups += len(rewards) // cfg.group_size
-            if kept_groups >= n_prompts or cfg.group_filter == "none":
+            kept_groups += int(keep.sum()) // cfg.group_size
+            parts.append((rollout, rewards, keep))
+            if kept_groups >= n_prompts:
                 break
         rollout = concat_rollouts([p[0] for p in parts], self.policy.tokenizer.pad_token_id)
         rewards = torch.cat([p[1] for p in parts])
+        keep = torch.cat([p[2] for p in parts])
+        # kept rows first (stable, so groups stay contiguous), then cut to the batch size
+        order = torch.cat([keep.nonzero().squeeze(-1), (~keep).nonzero().squeeze(-1)])
+        order = order[:n_prompts * cfg.group_size]
         stats.update({"groups/zero_variance": zero_var / seen_groups,
                       "groups/kept": kept_groups / seen_groups, "resample_rounds": len(parts) - 1})
-        return self.make_batch(rollout, rewards, stats)
+        return self.make_batch(rollout.select(order), rewards[order], stats, keep[order])
 
     def score(self, prompts: list, rollout: Rollout) -> tuple[torch.Tensor, dict[str, float]]:
         """Rewards from the Scorer, ``r - λ·uncertainty`` where a Score reports uncertainty, and
@@ -174,10 +179,14 @@ class Trainer:
         return torch.ones_like(rewards, dtype=torch.bool)
 
     @torch.no_grad()
-    def make_batch(self, rollout: Rollout, rewards: torch.Tensor, stats: dict[str, float]) -> Batch:
-        """Old/reference log-probs and values where the loss needs them, then advantages."""
+    def make_batch(self, rollout: Rollout, rewards: torch.Tensor, stats: dict[str, float],
+                   keep: torch.Tensor | None = None) -> Batch:
+        """Old/reference log-probs and values where the loss needs them, then advantages.
+        ``keep`` masks rows the filters dropped out of the loss."""
         cfg = self.cfg
         mask = rollout.completion_mask.float()
+        if keep is not None:
+            mask = mask * keep.unsqueeze(1)
         if cfg.truncation == "mask":
             mask = mask * filters.keep_untruncated(rollout.truncated).unsqueeze(1)
         needs_old = cfg.epochs > 1 or (cfg.mini_batch_size or cfg.batch_size) < cfg.batch_size

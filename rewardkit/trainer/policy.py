@@ -106,7 +106,10 @@ def load_policy(cfg: TrainConfig, device: torch.device | None = None) -> Policy:
     if model.generation_config.pad_token_id is None:
         model.generation_config.pad_token_id = tokenizer.pad_token_id
     if cfg.gradient_checkpointing:
-        model.gradient_checkpointing_enable()
+        # transformers 5 renamed gradient to activation checkpointing; accept both
+        enable = getattr(model, "activation_checkpointing_enable", None) or \
+            model.gradient_checkpointing_enable
+        enable()
         model.config.use_cache = False
     reference = None
     if cfg.lora:
