@@ -7,7 +7,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("peft")
 
-from rewardkit import Sample, Score, Scorer  # noqa: E402
+from rewardkit import Score, Scorer  # noqa: E402
 from rewardkit.trainer import checkpoint as ckpt  # noqa: E402
 from rewardkit.trainer.loop import Trainer  # noqa: E402
 from rewardkit.trainer.arithmetic import task_config  # noqa: E402

@@ -233,3 +233,20 @@ def test_rewardkit_train_command_runs_and_writes_the_final_model(tmp_path):
     assert code == 0
     assert (out / "final" / "model.safetensors").exists()
     assert len((out / "metrics.jsonl").read_text().splitlines()) == 2
+
+
+def test_dropout_is_disabled_so_training_scores_match_sampling(tmp_path):
+    from rewardkit.testing import make_tiny_causal_lm
+
+    model_dir = make_tiny_causal_lm(tmp_path / "lm", arch="llama")
+    from transformers import AutoConfig
+
+    cfg = AutoConfig.from_pretrained(model_dir)
+    cfg.attention_dropout = 0.5
+    cfg.save_pretrained(model_dir)
+    trainer = Trainer(config(tmp_path, model=str(model_dir)))
+    batch = trainer.collect()
+    trainer.policy.model.train()
+    first, _, _ = trainer.forward(trainer.policy.model, batch.rollout)
+    second, _, _ = trainer.forward(trainer.policy.model, batch.rollout)
+    assert torch.equal(first, second)

@@ -163,6 +163,9 @@ class TrainConfig:
     """LoRA dropout."""
     lora_target_modules: list[str] | str = "all-linear"
     """Modules that get adapters (peft's ``target_modules``)."""
+    disable_dropout: bool = True
+    """Set every dropout probability to 0, so the training forward scores tokens with the same
+    distribution they were sampled from (the importance ratio starts at exactly 1)."""
     gradient_checkpointing: bool = False
     """Recompute activations in the backward pass (Chen et al. 2016) to save memory."""
     device: str = "auto"

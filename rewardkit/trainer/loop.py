@@ -239,17 +239,13 @@ class Trainer:
         logits = out.logits[:, :-1] / self.cfg.temperature
         logp = token_logprobs(logits, rollout.completion_ids)
         ent = None
-        if entropy:
-            ent = entropy_from_logits(logits) if self._entropy_has_grad() else \
-                entropy_from_logits(logits.detach())
+        if entropy:  # with no entropy bonus, entropy is only measured: no graph for it
+            ent = entropy_from_logits(logits if self.cfg.entropy_coef > 0 else logits.detach())
         vals = None
         if want_values:
             hidden = out.hidden_states[-1][:, -steps - 1:-1]
             vals = self.value_module(hidden)
         return logp, ent, vals
-
-    def _entropy_has_grad(self) -> bool:
-        return self.cfg.entropy_coef > 0
 
     def update(self, batch: Batch) -> dict[str, float]:
         """``epochs`` passes over the batch in mini-batches (one optimizer step each), each

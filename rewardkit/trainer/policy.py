@@ -105,6 +105,8 @@ def load_policy(cfg: TrainConfig, device: torch.device | None = None) -> Policy:
     model.to(device)
     if model.generation_config.pad_token_id is None:
         model.generation_config.pad_token_id = tokenizer.pad_token_id
+    if cfg.disable_dropout:
+        _disable_dropout(model)
     if cfg.gradient_checkpointing:
         # transformers 5 renamed gradient to activation checkpointing; accept both
         enable = getattr(model, "activation_checkpointing_enable", None) or \
@@ -117,6 +119,16 @@ def load_policy(cfg: TrainConfig, device: torch.device | None = None) -> Policy:
     elif cfg.kl_coef > 0:
         reference = copy.deepcopy(model).eval().requires_grad_(False)
     return Policy(model, tokenizer, device, reference, uses_lora=cfg.lora)
+
+
+def _disable_dropout(model: Any) -> None:
+    """Zero every dropout: ``nn.Dropout`` modules, and the float attributes attention layers
+    read at run time (``attention_dropout`` in most HF decoders)."""
+    for module in model.modules():
+        if isinstance(module, torch.nn.Dropout):
+            module.p = 0.0
+        elif isinstance(getattr(module, "attention_dropout", None), float):
+            module.attention_dropout = 0.0
 
 
 def _add_lora(model: Any, cfg: TrainConfig) -> Any:
