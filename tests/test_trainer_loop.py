@@ -250,3 +250,31 @@ def test_dropout_is_disabled_so_training_scores_match_sampling(tmp_path):
     first, _, _ = trainer.forward(trainer.policy.model, batch.rollout)
     second, _, _ = trainer.forward(trainer.policy.model, batch.rollout)
     assert torch.equal(first, second)
+
+
+def _weights_after_one_step(tmp_path, **changes):
+    return _one_step(tmp_path, **changes)[0]
+
+
+def _one_step(tmp_path, **changes):
+    trainer = Trainer(config(tmp_path, **changes))
+    metrics = trainer.step()
+    return trainer.policy.model.state_dict(), metrics
+
+
+@pytest.mark.parametrize("aggregation", ["token_mean", "seq_mean", "constant"])
+def test_gradient_accumulation_equals_one_big_batch(tmp_path, aggregation):
+    whole, m_whole = _one_step(tmp_path / "a", loss_aggregation=aggregation, seed=5)
+    micro, m_micro = _one_step(tmp_path / "b", loss_aggregation=aggregation, seed=5,
+                               micro_batch_size=4)
+    # the gradient itself (its norm, before clipping), not only Adam's scale-free first step
+    assert m_micro["grad_norm"] == pytest.approx(m_whole["grad_norm"], rel=1e-5)
+    assert all(torch.allclose(whole[k], micro[k], atol=1e-6) for k in whole)
+
+
+def test_same_seed_same_run_other_seed_other_run(tmp_path):
+    a = _weights_after_one_step(tmp_path / "a", seed=1)
+    b = _weights_after_one_step(tmp_path / "b", seed=1)
+    c = _weights_after_one_step(tmp_path / "c", seed=2)
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert not all(torch.equal(a[k], c[k]) for k in a)
