@@ -132,8 +132,9 @@ def test_evaluation_reports_pass_at_k_greedy_and_gold(tmp_path):
 def test_a_run_logs_metrics_plots_and_a_loadable_final_model(tmp_path):
     from transformers import AutoModelForCausalLM
 
-    cfg = config(tmp_path, steps=3, plots=True, kl_coef=0.05, entropy_coef=0.01,
-                 top_entropy_ratio=0.5, eval_data=str(ARITH / "test.jsonl"), eval_max_prompts=4)
+    cfg = config(tmp_path, steps=3, plots=True, tensorboard=True, save_every=1, kl_coef=0.05,
+                 entropy_coef=0.01, top_entropy_ratio=0.5, eval_data=str(ARITH / "test.jsonl"),
+                 eval_max_prompts=4)
     Trainer(cfg).train()
     run = Path(cfg.output_dir)
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
@@ -147,6 +148,8 @@ def test_a_run_logs_metrics_plots_and_a_loadable_final_model(tmp_path):
     assert steps[-1]["kl"] > 0.0
     assert {r["step"] for r in rows if "eval/pass@1" in r} == {0, 3}
     assert (run / "plots" / "reward.png").exists()
+    assert list((run / "tensorboard").glob("events.out.tfevents.*"))
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step-2", "step-3"]
     model = AutoModelForCausalLM.from_pretrained(run / "final")
     assert model.config.model_type == "qwen2"
 
@@ -278,3 +281,15 @@ def test_same_seed_same_run_other_seed_other_run(tmp_path):
     c = _weights_after_one_step(tmp_path / "c", seed=2)
     assert all(torch.equal(a[k], b[k]) for k in a)
     assert not all(torch.equal(a[k], c[k]) for k in a)
+
+
+@pytest.mark.parametrize("advantage", ["grpo", "rloo", "reinforce_pp"])
+def test_the_configured_estimator_computes_the_advantages(tmp_path, advantage):
+    from rewardkit.trainer import advantages as adv
+
+    trainer = Trainer(config(tmp_path, advantage=advantage, std_scale="batch"))
+    batch = trainer.collect()
+    expected = {"grpo": lambda r: adv.grpo_advantages(r, 4, "batch"),
+                "rloo": lambda r: adv.rloo_advantages(r, 4),
+                "reinforce_pp": lambda r: adv.reinforce_pp_advantages(r, 4)}[advantage]
+    assert torch.allclose(batch.advantages, expected(batch.rewards))
