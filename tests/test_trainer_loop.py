@@ -293,3 +293,10 @@ def test_the_configured_estimator_computes_the_advantages(tmp_path, advantage):
                 "rloo": lambda r: adv.rloo_advantages(r, 4),
                 "reinforce_pp": lambda r: adv.reinforce_pp_advantages(r, 4)}[advantage]
     assert torch.allclose(batch.advantages, expected(batch.rewards))
+
+
+def test_logged_loss_does_not_depend_on_micro_batching(tmp_path):
+    _, whole = _one_step(tmp_path / "a", algorithm="ppo", seed=4)
+    _, micro = _one_step(tmp_path / "b", algorithm="ppo", seed=4, micro_batch_size=4)
+    for key in ("loss/policy", "loss/value"):
+        assert micro[key] == pytest.approx(whole[key], rel=1e-4, abs=1e-6)

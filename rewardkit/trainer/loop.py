@@ -276,7 +276,9 @@ class Trainer:
                 norms.append(norm.item())
                 self.optimizer.step()
                 self.optimizer.zero_grad(set_to_none=True)
-        return {**{k: v / max(count, 1) for k, v in sums.items()},
+        # losses: micro-batch shares summed per optimizer step; the rest: mean per micro-batch
+        return {**{k: v / (len(norms) if k.startswith("loss/") else max(count, 1))
+                   for k, v in sums.items()},
                 "grad_norm": sum(norms) / len(norms), "optimizer_steps": len(norms)}
 
     def loss(self, batch: Batch, rows: torch.Tensor, num_tokens: float,
@@ -302,15 +304,16 @@ class Trainer:
             per_token = per_token - cfg.entropy_coef * entropy
         loss = aggregate(per_token, train_mask, cfg.loss_aggregation, num_tokens=num_tokens,
                          num_seqs=num_seqs, max_tokens=cfg.max_new_tokens)
-        out: dict[str, Any] = {}
+        # this micro-batch's share of the mini-batch loss (over all processes)
+        out: dict[str, Any] = {"loss/policy": loss.item() * self.dist.world_size}
         if values is not None:
             vloss = value_loss(values, batch.old_values[rows], batch.returns[rows], cfg.value_clip)
             vloss = aggregate(vloss, mask, "token_mean", num_tokens=num_tokens)
             loss = loss + cfg.vf_coef * vloss
-            out["loss/value"] = vloss.item()
+            out["loss/value"] = vloss.item() * self.dist.world_size
         denom = mask.sum().clamp(min=1)
         out.update({
-            "loss": loss, "loss/policy": loss.item(),
+            "loss": loss,
             "clip_fraction": ((clipped.clipped.float() * mask).sum() / denom).item(),
             "ratio/mean": ((clipped.ratio.detach() * mask).sum() / denom).item(),
             "entropy": ((entropy.detach() * mask).sum() / denom).item(),
