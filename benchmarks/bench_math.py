@@ -28,7 +28,13 @@ from rewardkit import Sample  # noqa: E402
 
 
 def math_verify_judge():
+    import logging
+
     from math_verify import parse, verify
+
+    # Math-Verify logs every timeout (with the whole input) as a warning; the counts are what
+    # matter here.
+    logging.getLogger("math_verify").setLevel(logging.ERROR)
 
     def judge(gold: str, completion: str) -> float:
         try:
