@@ -89,3 +89,13 @@ def test_cli_reports_a_bad_config_as_usage_error(tmp_path, capsys):
                    "--batch-size", "10", "--group-size", "4"])
     assert run_train(args) == 2
     assert "not divisible by group_size" in capsys.readouterr().err
+
+
+def test_unknown_reward_is_a_usage_error_with_the_suggestion(capsys):
+    from rewardkit.trainer.cli import run_train
+
+    args = _parse(["train", "grpo", "--model", "m", "--data", "d.jsonl", "--reward",
+                   "exact_mtch"])
+    assert run_train(args) == 2
+    assert "reward: unknown reward 'exact_mtch'. Did you mean 'exact_match'?" in \
+        capsys.readouterr().err

@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from .. import registry
+from ..compose import ConfigError
 from ..scorer import Scorer
 from ..types import Sample
 from . import advantages as adv
@@ -60,9 +61,10 @@ class Trainer:
         self.cfg = cfg.validate()
         self.dist = Dist.from_env()
         _seed_everything(cfg.seed + self.dist.rank)
+        self.scorer = scorer or _load_reward(cfg.reward, cfg.reward_options, "reward")
+        self.gold = gold_scorer or (_load_reward(cfg.gold_reward, {}, "gold_reward")
+                                    if cfg.gold_reward else None)
         self.policy: Policy = load_policy(cfg, self.dist.device(cfg.device))
-        self.scorer = scorer or registry.load(cfg.reward, **cfg.reward_options)
-        self.gold = gold_scorer or (registry.load(cfg.gold_reward) if cfg.gold_reward else None)
         tok = self.policy.tokenizer
         self.sampler = PromptSampler(load_prompts(cfg.data, tok, cfg.prompt_field,
                                                   cfg.reference_field), seed=cfg.seed + self.dist.rank)
@@ -412,6 +414,16 @@ def _rollout_stats(rollout: Rollout) -> dict[str, float]:
     lengths = rollout.completion_mask.sum(-1).float()
     return {"completion/length": lengths.mean().item(),
             "completion/truncated": rollout.truncated.float().mean().item()}
+
+
+def _load_reward(spec: Any, options: dict[str, Any], what: str) -> Scorer:
+    """``rewardkit.load`` with its errors (unknown name, bad option, missing extra) turned into
+    a ConfigError naming the option."""
+    try:
+        return registry.load(spec, **options)
+    except (KeyError, TypeError, ImportError) as exc:
+        message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+        raise ConfigError(f"{what}: {message}") from exc
 
 
 def _seed_everything(seed: int) -> None:

@@ -81,7 +81,8 @@ def load_tokenizer(name: str) -> Any:
     try:
         tokenizer = AutoTokenizer.from_pretrained(name)
     except (OSError, ValueError) as exc:
-        raise ConfigError(f"could not load a tokenizer from {name!r}: {exc}") from exc
+        raise ConfigError(f"could not load a tokenizer from {name!r} (give a local folder with "
+                          f"the tokenizer files, or a hub id): {exc}") from exc
     if tokenizer.pad_token is None:
         if tokenizer.eos_token is None:
             raise ConfigError(f"tokenizer of {name!r} has neither a pad nor an eos token")
