@@ -300,3 +300,14 @@ def test_logged_loss_does_not_depend_on_micro_batching(tmp_path):
     _, micro = _one_step(tmp_path / "b", algorithm="ppo", seed=4, micro_batch_size=4)
     for key in ("loss/policy", "loss/value"):
         assert micro[key] == pytest.approx(whole[key], rel=1e-4, abs=1e-6)
+
+
+def test_a_composition_config_file_is_the_reward_unchanged(tmp_path):
+    reward = tmp_path / "reward.yaml"
+    reward.write_text("rewards:\n  correct: {reward: exact_match, weight: 1.0}\n"
+                      "  short: {reward: regex, weight: 0.5, options: {pattern: '^\\d{1,2}$'}}\n")
+    trainer = Trainer(config(tmp_path, reward=str(reward)))
+    metrics = trainer.step()
+    assert {"reward/correct", "reward/short"} <= set(metrics)
+    assert metrics["reward/mean"] == pytest.approx(
+        metrics["reward/correct"] + 0.5 * metrics["reward/short"])

@@ -184,6 +184,9 @@ class TrainConfig:
     """k values for pass@k (Chen et al. 2021, unbiased estimator); each must be <= eval_samples."""
     eval_max_prompts: int | None = None
     """Evaluate on at most this many held-out prompts (None: all)."""
+    eval_threshold: float = 1.0
+    """A sample counts as correct for pass@k, mean@n and greedy accuracy when its reward is at
+    least this."""
     eval_temperature: float | None = None
     """Sampling temperature at evaluation; None uses ``temperature``."""
     save_every: int = 0

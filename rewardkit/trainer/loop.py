@@ -372,7 +372,8 @@ class Trainer:
         options = GenerationOptions(cfg.max_new_tokens, cfg.eval_temperature or cfg.temperature,
                                     cfg.top_p, cfg.top_k, tuple(cfg.stop))
         return evaluate(unwrap(self.model), self.policy.tokenizer, self.eval_prompts, self.scorer,
-                        options, self.policy.device, cfg.eval_samples, cfg.eval_k, self.gold)
+                        options, self.policy.device, cfg.eval_samples, cfg.eval_k, self.gold,
+                        success_threshold=cfg.eval_threshold)
 
     # -- checkpoints ------------------------------------------------------------------------------
     def save(self) -> Path | None:
