@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "data" / "arithmetic"
 
 
-def _held_out(model_dir: str, prompts: int, seed: int) -> dict[str, float]:
+def _held_out(model_dir: str, prompts: int, seed: int, max_new_tokens: int) -> dict[str, float]:
     import torch
 
     import rewardkit
@@ -44,14 +44,15 @@ def _held_out(model_dir: str, prompts: int, seed: int) -> dict[str, float]:
     model = AutoModelForCausalLM.from_pretrained(model_dir)
     items = load_prompts(str(DATA / "test.jsonl"), tok)[:prompts]
     return evaluate(model, tok, items, rewardkit.load("math", preset="gsm8k"),
-                    GenerationOptions(max_new_tokens=6), torch.device("cpu"), samples=4)
+                    GenerationOptions(max_new_tokens=max_new_tokens), torch.device("cpu"),
+                    samples=4)
 
 
 def run_rewardkit(args: argparse.Namespace, out: Path) -> dict:
     from rewardkit.trainer.arithmetic import task_config
     from rewardkit.trainer.loop import Trainer
 
-    cfg = task_config(out, reward="math", reward_options={"preset": "gsm8k"}, steps=args.steps,
+    cfg = task_config(out, model=args.model, reward="math", reward_options={"preset": "gsm8k"}, steps=args.steps,
                       batch_size=args.batch_size, group_size=args.group_size,
                       max_new_tokens=args.max_new_tokens, learning_rate=args.lr,
                       clip_eps_low=0.2, clip_eps_high=0.28, loss_aggregation="token_mean",
@@ -98,8 +99,8 @@ def run_trl(args: argparse.Namespace, out: Path) -> dict:
             times.append(time.perf_counter() - self.start)
 
     trainer = GRPOTrainer(
-        model=AutoModelForCausalLM.from_pretrained(DATA / "policy"),
-        processing_class=load_tokenizer(str(DATA / "policy")),
+        model=AutoModelForCausalLM.from_pretrained(args.model),
+        processing_class=load_tokenizer(args.model),
         reward_funcs=[rewardkit.to_trl("math", reference_column="answer", preset="gsm8k")],
         args=config, train_dataset=dataset, callbacks=[Clock()])
     trainer.train()
@@ -112,7 +113,8 @@ def child(args: argparse.Namespace) -> None:
     out = Path(args.workdir) / args.child
     result = (run_trl if args.child == "trl" else run_rewardkit)(args, out)
     result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    result["held_out"] = _held_out(result["model"], args.eval_prompts, args.seed)
+    result["held_out"] = _held_out(result["model"], args.eval_prompts, args.seed,
+                                   args.max_new_tokens)
     print("RESULT " + json.dumps(result))
 
 
@@ -151,6 +153,9 @@ def _best(results: list[dict], warmup: int) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=60)
+    parser.add_argument("--model", default=str(DATA / "policy"),
+                        help="policy for both (default: the warm-started arithmetic policy); "
+                             "any local causal LM works, e.g. a larger random one for speed")
     parser.add_argument("--batch-size", type=int, default=64, help="completions per step")
     parser.add_argument("--group-size", type=int, default=8)
     parser.add_argument("--max-new-tokens", type=int, default=6)
@@ -175,6 +180,7 @@ def main() -> None:
             runs[name].append(_launch(name, args, f"{workdir}/{repeat}", args.seed + repeat))
     results = {n: r[0] for n, r in runs.items()}
     trl, ours = (_best(runs[n], args.warmup) for n in ("trl", "rewardkit"))
+    print(f"model {args.model}")
     print(f"GRPO, {args.steps} steps x {args.batch_size} completions (group {args.group_size}, "
           f"<= {args.max_new_tokens} new tokens), CPU, torch threads {_threads()}, best of "
           f"{args.repeats} alternating runs (time), mean over their seeds (rewards, accuracy)")
