@@ -11,13 +11,13 @@ from typing import Any, Sequence
 EXIT_USAGE = 2
 
 
-def _parse_option(text: str) -> tuple[str, Any]:
+def parse_key_value(text: str) -> tuple[str, Any]:
     """``k=v`` with ``v`` read as YAML, so ``true``, ``0.5`` and ``[1, 2]`` get their types."""
     import yaml
 
     key, sep, value = text.partition("=")
     if not sep or not key:
-        raise argparse.ArgumentTypeError(f"--option expects key=value, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
     try:
         parsed = yaml.safe_load(value) if value else ""
     except yaml.YAMLError:
@@ -42,7 +42,7 @@ def _add_score(sub: Any) -> None:
     what = p.add_mutually_exclusive_group(required=True)
     what.add_argument("--reward", "-r", help="registered reward name (see `rewardkit list`)")
     what.add_argument("--config", "-c", help="reward config file (YAML/TOML/JSON): a composition")
-    p.add_argument("--option", "-O", action="append", default=[], type=_parse_option,
+    p.add_argument("--option", "-O", action="append", default=[], type=parse_key_value,
                    metavar="KEY=VALUE", help="reward option (repeatable); values parse as YAML")
     p.add_argument("-o", "--output", required=True, help="output file or folder; format from "
                                                          "its suffix (or --output-format)")

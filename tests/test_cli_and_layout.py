@@ -18,11 +18,11 @@ def test_list_prints_every_reward_with_description(capsys):
 
 
 def test_option_values_are_parsed_as_yaml():
-    from rewardkit.cli import _parse_option
+    from rewardkit.cli import parse_key_value
 
-    assert _parse_option("final_form=true") == ("final_form", True)
-    assert _parse_option("tol=1e-3") == ("tol", 1e-3)
-    assert _parse_option("pattern=^a$") == ("pattern", "^a$")
+    assert parse_key_value("final_form=true") == ("final_form", True)
+    assert parse_key_value("tol=1e-3") == ("tol", 1e-3)
+    assert parse_key_value("pattern=^a$") == ("pattern", "^a$")
 
 
 def test_top_level_folders_are_importable_only_inside_the_rewardkit_namespace():

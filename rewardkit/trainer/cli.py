@@ -10,6 +10,7 @@ import argparse
 import sys
 from typing import Any
 
+from ..cli import parse_key_value
 from ..compose import ConfigError
 
 # flag dest -> TrainConfig field, for the flags that override the config file
@@ -21,24 +22,6 @@ _OVERRIDES = {
     "reference_field": "reference_field", "seed": "seed", "device": "device",
     "eval_every": "eval_every", "save_every": "save_every", "kl_coef": "kl_coef",
 }
-
-
-def _key_value(text: str) -> tuple[str, Any]:
-    import yaml
-
-    key, sep, value = text.partition("=")
-    if not sep or not key:
-        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
-    try:
-        parsed = yaml.safe_load(value) if value else ""
-    except yaml.YAMLError:
-        parsed = value
-    if isinstance(parsed, str):  # YAML 1.1 reads 1e-3 as a string
-        try:
-            parsed = float(parsed)
-        except ValueError:
-            pass
-    return key.strip(), parsed
 
 
 def _add_algorithm(sub: Any, name: str, summary: str) -> None:
@@ -53,9 +36,9 @@ def _add_algorithm(sub: Any, name: str, summary: str) -> None:
     reward = p.add_mutually_exclusive_group()
     reward.add_argument("--reward", "-r", help="registered reward name (see `rewardkit list`)")
     reward.add_argument("--reward-config", help="reward config file (a composition)")
-    p.add_argument("--reward-option", "-O", action="append", default=[], type=_key_value,
+    p.add_argument("--reward-option", "-O", action="append", default=[], type=parse_key_value,
                    metavar="KEY=VALUE", help="reward option (repeatable; values parse as YAML)")
-    p.add_argument("--set", action="append", default=[], type=_key_value, metavar="KEY=VALUE",
+    p.add_argument("--set", action="append", default=[], type=parse_key_value, metavar="KEY=VALUE",
                    help="any train option, e.g. --set clip_eps_high=0.28 (repeatable)")
     p.add_argument("--steps", type=int, help="RL steps")
     p.add_argument("--output", "-o", help="output folder (checkpoints, metrics, plots, final/)")
