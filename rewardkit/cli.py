@@ -84,7 +84,6 @@ def _cmd_score(args: argparse.Namespace) -> int:
                    args.split, args.subset, args.output_field, args.workers, args.chunk_size,
                    args.overwrite, not args.quiet)
     try:
-        spec.build().close()  # fail fast, before reading any data, on a bad reward or option
         summary = run(job)
     except UnknownRewardError as exc:
         print(f"error: {exc}", file=sys.stderr)

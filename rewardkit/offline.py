@@ -202,8 +202,22 @@ def run(job: ScoreJob, log: Any = sys.stderr) -> Summary:
         raise DataError(f"input {job.input!r} does not exist")
     journal = Path(job.output) if out_fmt == "jsonl" else _sidecar(job.output, "partial.jsonl")
     state_path = _sidecar(job.output, "rewardkit-state.json")
-    identity = job.identity()
 
+    # Build the reward before touching any output, so a bad reward or option leaves no trace.
+    scorer: Scorer | None = job.reward.build()
+    if job.workers > 1:  # each worker builds its own; this one only checked the spec
+        scorer.close()
+        scorer = None
+    try:
+        return _resume_or_start(job, scorer, source, out_fmt, journal, state_path, log)
+    finally:
+        if scorer is not None:
+            scorer.close()
+
+
+def _resume_or_start(job: ScoreJob, scorer: Scorer | None, source: Source, out_fmt: str,
+                     journal: Path, state_path: Path, log: Any) -> Summary:
+    identity = job.identity()
     if job.overwrite:
         for p in (journal, state_path):
             p.unlink(missing_ok=True)
@@ -235,7 +249,6 @@ def run(job: ScoreJob, log: Any = sys.stderr) -> Summary:
     summary = Summary(job.reward.name_or_config)
     done = _read_journal(journal, summary, job.output_field)
     summary.resumed = done
-    scorer = job.reward.build() if job.workers <= 1 else None
     total = count_rows(source) if job.progress else None
     rows = read_rows(source)
     for _ in range(done):
@@ -278,8 +291,6 @@ def run(job: ScoreJob, log: Any = sys.stderr) -> Summary:
             bar.close()
         if pool is not None:
             pool.shutdown(cancel_futures=True)
-        if scorer is not None:
-            scorer.close()
     summary.elapsed_s = time.perf_counter() - start
     if out_fmt != "jsonl":
         write_rows(_journal_rows(journal), job.output, out_fmt)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+from array import array
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Mapping
@@ -14,7 +15,7 @@ class Summary:
     reward: str
     count: int = 0
     errors: Counter = field(default_factory=Counter)
-    values: list[float] = field(default_factory=list)
+    values: array = field(default_factory=lambda: array("d"))  # 8 bytes a row
     resumed: int = 0
     elapsed_s: float = 0.0
     already_complete: bool = False

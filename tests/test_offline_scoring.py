@@ -98,7 +98,15 @@ def test_unknown_reward_exits_nonzero_listing_rewards(tmp_path, capsys):
                  str(tmp_path / "o.jsonl")]) == 2
     err = capsys.readouterr().err
     assert "unknown reward 'nope'" in err and "exact_match" in err
-    assert not (tmp_path / "o.jsonl").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl"]  # no output, no state
+
+
+def test_bad_reward_option_exits_2_and_writes_nothing(tmp_path, capsys):
+    write_jsonl(tmp_path / "in.jsonl", rows(2))
+    assert main(["score", str(tmp_path / "in.jsonl"), "-r", "exact_match", "-O", "casesensitive=1",
+                 "-o", str(tmp_path / "o.jsonl")]) == 2
+    assert "Accepted options" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl"]
 
 
 @pytest.mark.parametrize("content, name, match", [
