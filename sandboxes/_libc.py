@@ -40,6 +40,9 @@ _libc.unshare.argtypes = [ctypes.c_int]
 _libc.setns.argtypes = [ctypes.c_int, ctypes.c_int]
 _libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong,
                         ctypes.c_ulong]
+_libc.capset.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+
+_LINUX_CAPABILITY_VERSION_3 = 0x20080522
 
 
 def _check(result: int, what: str) -> None:
@@ -72,3 +75,11 @@ def umount(target: str, flags: int = MNT_DETACH) -> None:
 
 def prctl(option: int, arg: int = 0, arg3: int = 0) -> None:
     _check(_libc.prctl(option, arg, arg3, 0, 0), f"prctl({option})")
+
+
+def drop_capabilities() -> None:
+    """Empty the effective, permitted and inheritable capability sets of the calling thread
+    (``capset(2)``; the structures are the kernel's v3 header and two data words)."""
+    header = (ctypes.c_uint32 * 2)(_LINUX_CAPABILITY_VERSION_3, 0)
+    data = (ctypes.c_uint32 * 6)()
+    _check(_libc.capset(ctypes.addressof(header), ctypes.addressof(data)), "capset")

@@ -60,6 +60,29 @@ NAMESPACES = (("mount", libc.CLONE_NEWNS), ("net", libc.CLONE_NEWNET), ("pid", l
               ("ipc", libc.CLONE_NEWIPC), ("uts", libc.CLONE_NEWUTS))
 
 
+def enter_user_namespace(caps):
+    """Without root: a new user namespace in which this process holds the capabilities that
+    the other namespaces and the mounts need. The caller's uid and gid are mapped to themselves
+    (one id each; no other id exists inside), so runs keep the caller's uid: they drop the
+    namespace's capabilities before running (see :func:`child`), and a file they could reach
+    is one the caller could. ``setgroups`` is denied, as the kernel requires for an unprivileged
+    gid map."""
+    uid, gid = os.getuid(), os.getgid()
+    try:
+        libc.unshare(libc.CLONE_NEWUSER)
+        for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"),
+                           ("gid_map", f"{gid} {gid} 1")):
+            with open(f"/proc/self/{name}", "w") as fh:
+                fh.write(text)
+    except OSError as exc:
+        caps["errors"].append(f"user namespace: {exc}")
+        return False
+    # Changing user namespace clears the parent-death signal: ask for it again.
+    libc.prctl(libc.PR_SET_PDEATHSIG, signal.SIGKILL)
+    caps["user_namespace"] = {"uid_map": f"{uid} {uid} 1", "gid_map": f"{gid} {gid} 1"}
+    return True
+
+
 def enter_namespaces(config, caps):
     """unshare each namespace on its own, so the report says exactly which ones took."""
     for name, flag in NAMESPACES:
@@ -134,14 +157,16 @@ def probe_network(caps):
 
 def setup(config):
     caps = {"namespaces": {n: False for n, _ in NAMESPACES}, "errors": [], "pid1": False,
+            "user_namespace": None, "run_pid_namespace": False,
             "filesystem": None, "uid_drop": False, "network_blocked": False, "cgroups": None,
             "seccomp": False}
     is_root = os.geteuid() == 0
     if config["isolation"] != "none":
-        if is_root:
+        if is_root or enter_user_namespace(caps):
             enter_namespaces(config, caps)
         else:
-            caps["errors"].append("not root: namespaces need CAP_SYS_ADMIN")
+            caps["errors"].append("not root and no user namespace: the other namespaces need "
+                                  "CAP_SYS_ADMIN")
     if caps["namespaces"]["pid"]:
         become_init(caps)
     else:
@@ -164,13 +189,16 @@ def setup(config):
     if caps["namespaces"]["net"]:
         probe_network(caps)
     caps["uid_drop"] = is_root and bool(config["uids"])
+    # Sharing one uid, runs could signal each other; a PID namespace per run prevents that and
+    # lets the run's end kill all it started (its init's exit empties the namespace).
+    caps["run_pid_namespace"] = bool(caps["user_namespace"] and caps["pid1"])
     if config["isolation"] != "none":
         probe_seccomp(caps)
     return caps, slots
 
 
 # -- one run (in the forked child) ---------------------------------------------------------------
-def child(msg, fds, err_w, cgroup, netns):
+def child(msg, fds, err_w, cgroup, netns, own_pid_ns=False, drop_caps=False):
     try:
         if cgroup is not None:
             cgroup.join()
@@ -196,13 +224,26 @@ def child(msg, fds, err_w, cgroup, netns):
             # concurrent runs cannot meet through abstract unix sockets or SysV IPC, and its
             # tmpfs vanishes with its last process.
             libc.unshare(libc.CLONE_NEWNS | libc.CLONE_NEWIPC)
+            if drop_caps:
+                hide_other_runs(msg["dir"])
             if msg["private_tmpfs"]:
                 staged = mount_private_tmpfs(msg["dir"], lim["max_file_mb"], msg.get("uid"),
                                              msg.get("gid"))
+        shared_uid_procs = 0
+        if msg.get("uid") is None and os.geteuid() != 0:
+            # Counted here, while this process still sees every process of the sandbox.
+            shared_uid_procs = len(_live_pids_of(os.getuid()))
+        if own_pid_ns:
+            enter_run_pid_namespace()  # returns in the run's first process, PID 2 there
         if msg.get("uid") is not None:
             os.setgroups([])
             os.setresgid(msg["gid"], msg["gid"], msg["gid"])
             os.setresuid(msg["uid"], msg["uid"], msg["uid"])
+        if drop_caps:
+            # In a user namespace the server holds every capability *inside* it (enough to
+            # undo the mounts); the run keeps none, and with a non-zero uid and no_new_privs
+            # an execve cannot give any back.
+            libc.drop_capabilities()
         if staged is not None:
             copy_tree(staged, msg["dir"])  # as the run's own user: nothing it could not read
         os.chdir(msg["dir"])
@@ -219,8 +260,8 @@ def child(msg, fds, err_w, cgroup, netns):
         elif os.geteuid() != 0:
             # Sharing the caller's uid, the best bound is what that uid already runs plus the
             # run's allowance (root ignores NPROC; there the pids cgroup bounds the run).
-            mine = len(_live_pids_of(os.getuid()))
-            resource.setrlimit(resource.RLIMIT_NPROC, (mine + lim["max_processes"],) * 2)
+            resource.setrlimit(resource.RLIMIT_NPROC,
+                               (shared_uid_procs + lim["max_processes"],) * 2)
         libc.prctl(libc.PR_SET_NO_NEW_PRIVS, 1)
         if msg["seccomp"]:
             _seccomp.install()
@@ -237,6 +278,79 @@ def child(msg, fds, err_w, cgroup, netns):
         finally:
             os._exit(127)
     run_python(msg["script"], msg["args"])
+
+
+def hide_other_runs(path):
+    """Leave only this run's directory visible in the base directory (in the run's own mount
+    namespace). As root, each run's uid keeps the others out of its directory and out of the
+    server's log; where all runs share the caller's uid, an empty read-only tmpfs over the base
+    directory, with only this run's directory bound back, does that instead."""
+    path = os.path.realpath(path)
+    base = os.path.dirname(path)
+    handle = os.open(path, os.O_PATH | os.O_CLOEXEC)
+    libc.mount("tmpfs", base, "tmpfs", libc.MS_NOSUID | libc.MS_NODEV,
+               "size=16k,nr_inodes=16,mode=0755")
+    os.mkdir(path, 0o700)
+    libc.mount(f"/proc/self/fd/{handle}", path, None, libc.MS_BIND)
+    os.close(handle)
+    libc.mount(None, base, None,
+               libc.MS_REMOUNT | libc.MS_BIND | libc.MS_RDONLY | libc.MS_NOSUID | libc.MS_NODEV)
+
+
+def enter_run_pid_namespace():
+    """Give the run a PID namespace of its own (used where all runs share one uid).
+
+    This process (the one the server waits for) forks the namespace's init, which forks the
+    run's first process and returns in it. The init reaps orphans and, once the run's first
+    process has ended, passes its wait status up and exits: the kernel then kills everything
+    left in the namespace, daemons and fork bombs included. This process exits the way the
+    run's first process did (same code, or same signal), so the server sees the run's own
+    status, and its rusage includes the run's. Killing this process group (the server's
+    timeout and kill) kills the init, and with it the namespace.
+    """
+    libc.unshare(libc.CLONE_NEWPID)
+    status_r, status_w = os.pipe2(os.O_CLOEXEC)
+    init = os.fork()
+    if init:
+        _relay_status(init, status_r, status_w)
+    os.close(status_r)
+    libc.prctl(libc.PR_SET_PDEATHSIG, signal.SIGKILL)
+    program = os.fork()
+    if program == 0:
+        os.close(status_w)
+        # A /proc of this namespace only: the run sees its own processes and nothing else.
+        libc.mount("proc", "/proc", "proc", libc.MS_NOSUID | libc.MS_NODEV | libc.MS_NOEXEC)
+        return
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    os.closerange(0, status_w)  # no copy of the run's pipes or error pipe stays open here
+    os.closerange(status_w + 1, 1 << 16)
+    status = None
+    while status is None:
+        pid, wstatus = os.waitpid(-1, 0)
+        if pid == program:
+            status = wstatus
+    os.write(status_w, str(status).encode())
+    os._exit(0)
+
+
+def _relay_status(init, status_r, status_w):
+    """In the process the server waits for: end exactly as the run's first process ended."""
+    os.close(status_w)
+    os.closerange(0, status_r)
+    os.closerange(status_r + 1, 1 << 16)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    os.waitpid(init, 0)
+    data = os.read(status_r, 64)
+    status = int(data) if data else None
+    if status is not None and os.WIFEXITED(status):
+        os._exit(os.WEXITSTATUS(status))
+    sig = os.WTERMSIG(status) if status is not None else signal.SIGKILL
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    if sig not in (signal.SIGKILL, signal.SIGSTOP):
+        signal.signal(sig, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, [sig])
+    os.kill(os.getpid(), sig)
+    os.kill(os.getpid(), signal.SIGKILL)
 
 
 def mount_private_tmpfs(path, max_file_mb, uid, gid):
@@ -466,7 +580,10 @@ class Server:
         pid = os.fork()
         if pid == 0:
             self.sock.close()
-            child(msg, fds, err_w, cgroup, self.netns[msg["slot"]] if self.netns else None)
+            own_pid_ns = (self.caps["run_pid_namespace"] and msg["private_ns"]
+                          and msg.get("uid") is None)
+            child(msg, fds, err_w, cgroup, self.netns[msg["slot"]] if self.netns else None,
+                  own_pid_ns=own_pid_ns, drop_caps=bool(self.caps["user_namespace"]))
         os.close(err_w)
         run = Run(msg["id"], pid, msg.get("uid"), msg["limits"]["wall_s"], err_r)
         run.cgroup = cgroup

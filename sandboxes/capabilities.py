@@ -18,31 +18,51 @@ def describe(server_caps: dict, isolation: str) -> dict[str, Any]:
     ns = dict(server_caps.get("namespaces", {}))
     fs = server_caps.get("filesystem") or {}
     uid_drop = bool(server_caps.get("uid_drop"))
+    userns = server_caps.get("user_namespace")
+    # Runs get their own PID namespace only together with their own mount namespace (where
+    # their /proc is mounted), i.e. where the sandbox gives them private namespaces at all.
+    run_pidns = bool(server_caps.get("run_pid_namespace") and ns.get("mount") and ns.get("net")
+                     and ns.get("ipc"))
+    if uid_drop:
+        kills = "every process of the run's uid"
+    elif run_pidns:
+        kills = "everything in the run's own PID namespace (emptied when its first process ends)"
+    else:
+        kills = "the run's process group only (a process that calls setsid can escape)"
+    if uid_drop:
+        nproc = ["processes"]
+    elif os.geteuid() == 0:
+        nproc = []
+    elif userns:
+        nproc = ["processes (one count for all runs of the sandbox: they share the caller's uid)"]
+    else:
+        nproc = ["processes (shared with the caller's uid)"]
     return {
         "platform": f"{platform.system()} {platform.release()}",
         "isolation": isolation,
         "running_as_root": os.geteuid() == 0,
         "namespaces": {"mount": bool(ns.get("mount")), "network": bool(ns.get("net")),
                        "pid": bool(ns.get("pid")), "ipc": bool(ns.get("ipc")),
-                       "uts": bool(ns.get("uts")), "user": False},
+                       "uts": bool(ns.get("uts")), "user": bool(userns)},
+        "user_namespace": dict(userns) if userns else None,
+        "per_run_pid_namespace": run_pidns,
         "network_blocked": bool(server_caps.get("network_blocked")),
         "filesystem_readonly": bool(fs.get("readonly")),
         "hidden_dirs": list(fs.get("hidden", [])),
         "exposed_read_only": list(fs.get("exposed", [])),
         "hidden_files": list(fs.get("secret_files", [])),
-        "private_proc": fs.get("proc", "host"),
+        "private_proc": "private per run (own PID namespace)" if run_pidns
+        else fs.get("proc", "host"),
         "private_workdir": True,
         "uid_drop": uid_drop,
         "per_run_uid": uid_drop,
         "no_new_privs": True,
-        "rlimits": ["cpu", "address_space", "file_size", "open_files", "core"]
-        + (["processes"] if uid_drop else [] if os.geteuid() == 0
-           else ["processes (shared with the caller's uid)"]),
+        "rlimits": ["cpu", "address_space", "file_size", "open_files", "core"] + nproc,
         "clean_environment": True,
         "wall_time_kill": True,
         "output_caps": True,
-        "kills_all_run_processes": "every process of the run's uid" if uid_drop
-        else "the run's process group only (a process that calls setsid can escape)",
+        "kills_all_run_processes": kills,
+        "capabilities_dropped": bool(userns),
         "pid1_reaper": bool(server_caps.get("pid1")),
         "cgroups": _cgroups(server_caps.get("cgroups")),
         "seccomp": bool(server_caps.get("seccomp")),
@@ -84,7 +104,14 @@ def format_report(caps: dict[str, Any]) -> str:
         "interface up (loopback unreachable, checked)",
         f"  [{_mark(ns['pid'])}] PID namespace: cannot see or signal host processes; "
         f"/proc: {caps['private_proc']}",
-        f"  [{_mark(caps['uid_drop'])}] unprivileged uid, one per concurrent run",
+        f"  [{_mark(ns.get('user', False))}] user namespace (rootless): " + (
+            f"uid map {caps['user_namespace']['uid_map']!r}, runs keep the caller's uid and "
+            "drop every capability" if ns.get("user")
+            else "not used" + (" (not needed as root)" if caps["running_as_root"] else "")),
+        f"  [{_mark(caps['uid_drop'])}] unprivileged uid, one per concurrent run" + (
+            "" if caps["uid_drop"] else " (all runs share "
+            + ("the caller's uid; each has its own PID namespace instead)"
+               if caps.get("per_run_pid_namespace") else "the caller's uid)")),
         f"  [{_mark(True)}] kill at end: {caps['kills_all_run_processes']}",
         f"  [{_mark(ns['ipc'])}] IPC namespace   [{_mark(ns['uts'])}] UTS namespace",
         f"  [{_mark(True)}] rlimits: {', '.join(caps['rlimits'])}",

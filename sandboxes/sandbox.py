@@ -58,7 +58,8 @@ class Sandbox:
             callers wait for a free slot.
         limits: default :class:`Limits` of a run (each call may pass its own).
         isolation: ``"namespaces"`` (fail unless the mount, network and PID namespaces, the
-            read-only file system and the uid drop all work), ``"auto"`` (use whatever of the
+            read-only file system and either the uid drop (root) or a user namespace with a
+            PID namespace per run (rootless) all work), ``"auto"`` (use whatever of the
             protections the platform allows, and say so in :meth:`capabilities`), or ``"none"``
             (limits only: no namespaces, no uid drop, no seccomp filter).
         base_dir: where the per-run directories live (default: a fresh directory under the
@@ -146,12 +147,17 @@ class Sandbox:
             if self.isolation == "namespaces":
                 missing = [n for n in ("mount", "net", "pid") if not caps["namespaces"].get(n)]
                 fs_ok = bool((caps.get("filesystem") or {}).get("readonly"))
-                if missing or not caps["uid_drop"] or not fs_ok or not caps["network_blocked"]:
+                # Rootless, a PID namespace per run stands in for the per-run uid: runs cannot
+                # see or signal each other, and a run's end kills all it started.
+                apart = caps["uid_drop"] or caps.get("run_pid_namespace", False)
+                if missing or not apart or not fs_ok or not caps["network_blocked"]:
                     server.close()
                     raise SandboxError(
-                        "isolation='namespaces' needs root and working mount/net/pid namespaces; "
-                        f"missing namespaces: {missing or 'none'}, uid drop: {caps['uid_drop']}, "
-                        f"read-only file system: {fs_ok}, errors: {caps['errors']}. "
+                        "isolation='namespaces' needs root or unprivileged user namespaces, and "
+                        f"working mount/net/pid namespaces; missing namespaces: {missing or 'none'}, "
+                        f"uid drop: {caps['uid_drop']}, user namespace: "
+                        f"{bool(caps.get('user_namespace'))}, read-only file system: {fs_ok}, "
+                        f"errors: {caps['errors']}. "
                         "Use isolation='auto' to run with what is available.")
             self._server = self._resources.server = server
             self._uids = uids

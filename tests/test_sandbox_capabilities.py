@@ -2,11 +2,8 @@
 from __future__ import annotations
 
 import os
-import pathlib
 import shutil
 import subprocess
-import sys
-import tempfile
 
 import pytest
 
@@ -75,57 +72,21 @@ def test_capabilities_report_is_text_naming_every_protection():
         assert word in report
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="as root, namespaces are available")
+def _namespaces_available() -> bool:
+    """Root, or an ordinary user who may create user namespaces (the rootless mode)."""
+    if os.geteuid() == 0:
+        return True
+    return bool(shutil.which("unshare")) and subprocess.run(
+        ["unshare", "--user", "true"], capture_output=True).returncode == 0
+
+
+@pytest.mark.skipif(_namespaces_available(),
+                    reason="as root or with user namespaces, namespaces are available")
 def test_namespaces_mode_refuses_to_run_without_them():
     from rewardkit.sandboxes import SandboxError
 
     with pytest.raises(SandboxError, match="isolation='auto'"):
         Sandbox(isolation="namespaces").run(Program("pass"))
-
-
-NON_ROOT_PROBE = """
-from rewardkit.sandboxes import Limits, Program, Sandbox, SandboxError, capabilities
-caps = capabilities()
-print("CLAIMS", caps["uid_drop"], any(caps["namespaces"].values()), caps["filesystem_readonly"])
-with Sandbox(pool_size=1, limits=Limits(wall_s=1.5, cpu_s=1)) as sb:
-    bomb = "import os\\nwhile True:\\n    try:\\n        os.fork()\\n    except OSError:\\n        pass"
-    print("RUNS", sb.run(Program("print(6 * 7)")).stdout.strip(), sb.run(Program(bomb)).status)
-try:
-    Sandbox(isolation="namespaces").run(Program("pass"))
-except SandboxError:
-    print("REFUSED")
-"""
-
-
-@pytest.mark.skipif(os.geteuid() != 0 or not (shutil.which("unshare") and shutil.which("setpriv")),
-                    reason="needs root to start a non-root process (unshare, setpriv)")
-def test_without_root_nothing_is_claimed_and_limits_still_hold():
-    with tempfile.TemporaryDirectory() as tmp:  # pytest's tmp_path is private to root
-        os.chmod(tmp, 0o755)
-        _check_non_root(pathlib.Path(tmp))
-
-
-def _check_non_root(tmp_path: pathlib.Path) -> None:
-    # An interpreter under a private home (pyenv in /root) is made reachable for the
-    # unprivileged user in a throw-away mount namespace; nothing of the host changes.
-    prefix = os.path.realpath(sys.base_prefix)
-    setup = ""
-    if prefix.startswith("/root/"):
-        top = "/root/" + prefix.split("/")[2]
-        stash = tmp_path / "stash"
-        stash.mkdir()
-        setup = (f"mount --bind {top} {stash} && mount -t tmpfs -o mode=755 tmpfs /root && "
-                 f"mkdir -p {top} && mount --bind {stash} {top} && ")
-    probe = tmp_path / "probe.py"
-    probe.write_text(NON_ROOT_PROBE)
-    cmd = (f"{setup}cd / && exec setpriv --reuid 65534 --regid 65534 --clear-groups "
-           f"env -i PATH=/usr/bin:/bin HOME=/ {sys.executable} {probe}")
-    out = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", cmd],
-                         capture_output=True, text=True, timeout=60)
-    if "No such file" in out.stderr or "Permission denied" in out.stderr:
-        pytest.skip(f"interpreter not reachable for an unprivileged user: {out.stderr[-200:]}")
-    assert "CLAIMS False False False" in out.stdout, out.stdout + out.stderr
-    assert "RUNS 42 timeout" in out.stdout and "REFUSED" in out.stdout
 
 
 def test_isolation_mode_is_validated():
