@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import tempfile
 
 import pytest
 
@@ -13,7 +14,7 @@ from rewardkit.sandboxes.capabilities import format_report
 LIMITS = Limits(cpu_s=1.0, wall_s=2.0, memory_mb=256)
 PROBE = ("import os, socket\n"
          "procs = len([p for p in os.listdir('/proc') if p.isdigit()])\n"
-         "try:\n    open('/etc/rk-probe', 'w')\n    etc = 'writable'\nexcept OSError:\n"
+         "try:\n    open({target!r}, 'w')\n    etc = 'writable'\nexcept OSError:\n"
          "    etc = 'readonly'\n"
          "s = socket.socket()\ns.settimeout(0.5)\n"
          "net = 'blocked' if s.connect_ex(('127.0.0.1', 9)) in (101, 99) else 'open'\n"
@@ -21,12 +22,14 @@ PROBE = ("import os, socket\n"
 
 
 def observe(isolation: str) -> tuple[dict, list[str]]:
-    with Sandbox(pool_size=1, limits=LIMITS, isolation=isolation) as box:
-        caps = box.capabilities()
-        r = box.run(Program(PROBE))
+    # A host directory anyone may write to, outside the run's own: only a read-only (or
+    # hidden) file system keeps a run from writing there, whoever runs the tests.
+    with tempfile.TemporaryDirectory() as outside:
+        os.chmod(outside, 0o777)
+        with Sandbox(pool_size=1, limits=LIMITS, isolation=isolation) as box:
+            caps = box.capabilities()
+            r = box.run(Program(PROBE.format(target=os.path.join(outside, "rk-probe"))))
     assert r.status == "ok", r.stderr
-    if os.path.exists("/etc/rk-probe"):
-        os.unlink("/etc/rk-probe")
     return caps, r.stdout.split()
 
 
