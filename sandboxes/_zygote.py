@@ -4,7 +4,9 @@ locked-down child per run.
 Started by :mod:`rewardkit.sandboxes.forkserver` as ``python -I _zygote.py FD`` with a clean
 environment; FD is a ``SOCK_SEQPACKET`` control socket to the host. It
 
-1. enters new mount/network/PID/IPC/UTS namespaces (each tried alone; the outcome is reported);
+1. enters new mount/network/PID/IPC/UTS namespaces (each tried alone; the outcome is reported),
+   first a user namespace when it is not root (the rootless mode: runs then share the caller's
+   uid, drop the namespace's capabilities, and each gets a PID namespace of its own);
 2. becomes PID 1 of the new PID namespace (so every process a run leaves behind is reparented
    to it, reaped, and killed when it exits), with a read-only file system except the base dir;
 3. imports commonly used modules once, then ``gc.freeze()``s them so forks share their pages;
@@ -191,7 +193,10 @@ def setup(config):
     caps["uid_drop"] = is_root and bool(config["uids"])
     # Sharing one uid, runs could signal each other; a PID namespace per run prevents that and
     # lets the run's end kill all it started (its init's exit empties the namespace).
-    caps["run_pid_namespace"] = bool(caps["user_namespace"] and caps["pid1"])
+    # Each run mounts its own /proc; where the server could not mount one (a /proc partly
+    # covered, as in some containers), runs could not either.
+    fs_proc = (caps["filesystem"] or {}).get("proc", "host")
+    caps["run_pid_namespace"] = bool(caps["user_namespace"] and caps["pid1"] and fs_proc != "host")
     if config["isolation"] != "none":
         probe_seccomp(caps)
     return caps, slots
