@@ -124,6 +124,7 @@ out["root"] = sorted(os.listdir("/root"))
 s = socket.socket(); s.settimeout(1)
 out["net"] = s.connect_ex(("127.0.0.1", %(port)d))
 out["procs"] = sorted(p for p in os.listdir("/proc") if p.isdigit())
+out["base"] = os.listdir("..") == [os.path.basename(os.getcwd())]
 try:
     os.kill(%(host_pid)d, 0); out["kill_host"] = 0
 except OSError as e:
@@ -179,7 +180,10 @@ def mine():
 
 limits = Limits(wall_s=2.0, cpu_s=1.0, max_processes=16)
 with Sandbox(pool_size=2, limits=limits, isolation="namespaces", base_dir=BASES) as sb:
+    other = sb.start(Program("import time; open('mine', 'w'); time.sleep(30)"))  # a concurrent run
     r = sb.run(Program(PROBE))
+    other.kill()
+    out["other"] = other.result(5).status
     out["probe_status"], out["probe_stderr"] = r.status, r.stderr[-500:]
     out["run"] = json.loads(r.stdout) if r.status == "ok" else None
     out["after_daemon"] = [n for n in mine() if n == "sleep"]
@@ -231,7 +235,8 @@ def test_rootless_runs_are_isolated_through_a_user_namespace(tmp):
     exposed = {p.split("/")[2] for p in caps["exposed_read_only"] if p.startswith("/root/")}
     assert set(run["root"]) <= exposed  # /root is empty but for an interpreter bound back
     assert run["net"] == 101  # ENETUNREACH: no interface, not even loopback
-    assert run["procs"] == ["1", "2"]  # its init and itself: no host process is visible
+    assert run["procs"] == ["1", "2"]  # its init and itself: no host process, no other run
+    assert run["base"] and res["other"] == "killed"  # no other run's directory either
     assert run["kill_host"] == 3  # ESRCH: host pids do not exist in its namespace
     assert run["write"].pop(".") == "written"
     assert all(v in (2, 13, 30) for v in run["write"].values()), run["write"]  # ENOENT/EACCES/EROFS
