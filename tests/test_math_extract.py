@@ -45,3 +45,13 @@ def test_choice_letter_is_read_only_for_a_letter_gold():
     text = "Option (A) fails; (C) works."
     assert extract(text, OPTS, gold_is_choice=True).candidates == ("C",)
     assert extract(text, OPTS, gold_is_choice=False).candidates == ()
+
+
+def test_phrase_ends_at_a_comma_before_a_reason():
+    ex = extract("The answer is 5, since 2+3=5.", OPTS)
+    assert ex.candidates == ("5",)
+
+
+def test_last_number_keeps_a_unicode_minus():
+    ex = extract("so the result is \u22125", make_options("gsm8k"))
+    assert ex.candidates == ("\u22125",)

@@ -93,3 +93,27 @@ def test_numbers_as_references_and_chat_completions(verifier):
     chat = [{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": r"\boxed{4}"}]
     assert verifier.score([Sample("q", chat, 4)])[0].value == 1.0
     assert verifier.score([Sample("q", r"\boxed{0.5}", 0.5)])[0].value == 1.0
+
+
+def test_naming_several_choices_is_a_hedge_not_a_pass(verifier):
+    for completion in ("The answer is (A) or (B)", r"\boxed{A, B}", r"\boxed{A \text{ or } B}",
+                       r"\boxed{(a) and (b)}", "The answer is A or B"):
+        for gold in ("A", "B"):
+            s = one(verifier, completion, gold)
+            assert (s.value, s.info["reason"]) == (0.0, "conflicting"), (completion, gold)
+    assert one(verifier, "The answer is (C) f(A) = 2", "C").value == 1.0
+    assert one(verifier, r"\boxed{\textbf{(B)}}", "B").value == 1.0
+
+
+def test_unicode_symbols_read_as_their_latex_commands(verifier):
+    for completion, gold in (("\\boxed{\u22123}", "-3"), ("\\boxed{\u221e}", r"\infty"),
+                             ("\\boxed{\u221a2}", r"\sqrt{2}"), ("\\boxed{\u03c0/2}", r"\frac{\pi}{2}"),
+                             (r"\boxed{\varnothing}", r"\emptyset")):
+        assert one(verifier, completion, gold).value == 1.0, completion
+
+
+def test_units_in_mbox_and_mathrm_are_dropped_but_not_constants(verifier):
+    for completion in (r"\boxed{6 \mbox{ cm}}", r"\boxed{6\,\mathrm{cm}}", r"\boxed{6\ \mathrm{m}}",
+                       r"\boxed{6\,\mathrm{cm}^2}"):
+        assert one(verifier, completion, "6").value == 1.0, completion
+    assert one(verifier, r"\boxed{3+2\mathrm{i}}", "3").value == 0.0

@@ -20,9 +20,10 @@ _PHRASE = re.compile(
     re.IGNORECASE | re.MULTILINE,
 )
 _CHOICE = re.compile(r"\(([A-J])\)|\b([A-J])\)|\\text(?:bf)?\{\(?([A-J])\)?\}")
-_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?(?:\s*/\s*\d+)?|-?\.\d+")
+_NUMBER = re.compile(r"[-\u2212]?\d[\d,]*(?:\.\d+)?(?:\s*/\s*\d+)?|[-\u2212]?\.\d+")
 # End of a sentence: a period not inside a number, or the start of a new clause.
-_SENTENCE_END = re.compile(r"\.(?=\s+[A-Z(]|\s*$)|\s+(?:because|since|which|so)\s", re.IGNORECASE)
+_SENTENCE_END = re.compile(r"\.(?=\s+[A-Z(]|\s*$)|\s*,?\s+(?:because|since|which|so|as)\s",
+                           re.IGNORECASE)
 
 
 @dataclass(frozen=True)

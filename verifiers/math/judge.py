@@ -21,6 +21,7 @@ from .normalize import (Normalized, as_choice, as_text_answer, canonical_string,
 _THOUSANDS = re.compile(r"^-?\d{1,3}(?:,\d{3})+(?:\.\d+)?$")
 _ASSIGNMENT = re.compile(r"^[A-Za-z](?:_\{?\w+\}?)?\s*=\s*(?=\S)")
 _MIXED = re.compile(r"^-?\d+\s*\\frac\{(\d+)\}\{(\d+)\}$")
+_PAREN_LETTER = re.compile(r"(?<![\w\\])\(([A-J])\)")  # "(B)", not the "(A)" of "f(A)"
 _LIST_SEP = re.compile(r"\s*(?:,|;|\\text\{\s*(?:or|and)\s*\}|\bor\b|\band\b)\s*")
 
 #: Reasons a sample scores 0.0.
@@ -210,6 +211,17 @@ def _judge_items(gold: Gold, norm: Normalized, opts: MathOptions) -> dict[str, A
     return verdict(True, "structural", shown, gold.canonical)
 
 
+def _choices_named(text: str) -> set[str]:
+    """Every letter a multiple-choice answer names: parenthesised letters anywhere ("(A) or
+    (B)") and the letter of each part of a list ("A, B", "A or B"). More than one is a hedge."""
+    letters = {m.upper() for m in _PAREN_LETTER.findall(text)}
+    for part in split_list(text):
+        letter = choice_of_prediction(part)
+        if letter:
+            letters.add(letter)
+    return letters
+
+
 def judge_fast(gold: Gold, candidate: str, opts: MathOptions) -> dict[str, Any] | None:
     """Judge one candidate without sympy, or None when only the sympy path can tell."""
     problem = size_problem(candidate, opts.max_answer_chars, opts.max_depth, opts.max_digits)
@@ -218,6 +230,10 @@ def judge_fast(gold: Gold, candidate: str, opts: MathOptions) -> dict[str, Any] 
     norm = clean(candidate, opts.strip_units)
     canon = canonical_string(norm.text)
     if gold.kind == "choice":
+        letters = _choices_named(norm.text)
+        if len(letters) > 1:
+            return verdict(False, "structural", canon, gold.shown, "conflicting",
+                           detail=f"several choices named: {', '.join(sorted(letters))}")
         letter = choice_of_prediction(norm.text)
         return verdict(letter == gold.choice, "exact", letter or canon, gold.shown)
     if canon == gold.canonical and norm.percent == gold.norm.percent and canon:

@@ -18,10 +18,19 @@ _THIN_BETWEEN_DIGITS = re.compile(r"(?<=\d)(?:(?<!\\)\\,|\{,\}|\\ |~)(?=\d{3}(?!
 _PERCENT = re.compile(r"\s*(?:\\%|%|\\text\{\s*percent\s*\}|\s+percent\b)\s*$", re.IGNORECASE)
 _DEGREE = re.compile(r"\s*(?:\^\s*\{?\s*\\circ\s*\}?|°|\\degree|\^\s*\{\\text\{o\}\})\s*$")
 _DOLLAR = re.compile(r"\\\$|^\$(?=\d)|\\text\{\s*\\?\$\s*\}")
-_TRAILING_TEXT_UNIT = re.compile(r"(?<=[\d}\)])\s*\\text\s*\{\s*[A-Za-z][A-Za-z.\s^0-9/]*\}\s*$")
+# A unit in \text{}, \mbox{}, \mathrm{} or \textrm{}; a lone e or i is a constant, not a unit.
+_UNIT_MACRO = r"\\(?:text|mbox|mathrm|textrm)\s*\{\s*(?![ei]\s*\})"
+_TRAILING_TEXT_UNIT = re.compile(r"(?<=[\d}\)])\s*" + _UNIT_MACRO + r"[A-Za-z][A-Za-z.\s^0-9/]*\}\s*$")
 _TRAILING_WORD_UNIT = re.compile(r"(?<=[\d}\)])\s+[A-Za-z]{2,}(?:[\s\-][A-Za-z]{2,})*\.?\s*$")
-_UNIT_POWER = re.compile(r"(?<=[\d}\)])\s*\\text\s*\{\s*[A-Za-z]+\s*\}\s*\^\s*\{?\d\}?\s*$")
+_UNIT_POWER = re.compile(r"(?<=[\d}\)])\s*" + _UNIT_MACRO + r"[A-Za-z]+\s*\}\s*\^\s*\{?\d\}?\s*$")
 _SPACES = re.compile(r"\s+")
+# Unicode mathematical symbols models write in place of their LaTeX commands. Without this, a
+# Unicode minus reads as an operation ("−3" failed final_form) and "∞" or "√2" were unparsable.
+_UNICODE = str.maketrans({"\u2212": "-", "\u221e": "\\infty ", "\u00d7": "\\times ",
+                          "\u22c5": "\\cdot ", "\u00b7": "\\cdot ", "\u00f7": "\\div ",
+                          "\u221a": "\\sqrt", "\u2264": "\\le ", "\u2265": "\\ge ",
+                          "\u2260": "\\neq ", "\u03c0": "\\pi ", "\u2205": "\\emptyset "})
+_VARNOTHING = re.compile(r"\\varnothing(?![A-Za-z])")
 _FRAC_VARIANTS = re.compile(r"\\[dt]frac(?![A-Za-z])")
 _MATH_WORDS = {"pi", "sqrt", "frac", "infty", "inf", "sin", "cos", "tan", "log", "ln", "exp",
                "or", "and", "cdot", "times", "le", "ge", "leq", "geq", "neq", "in", "cup", "cap",
@@ -64,7 +73,7 @@ def unwrap_text(s: str) -> str:
 
 def clean(answer: str, strip_units: bool = True) -> Normalized:
     """Remove formatting that never changes the value; record percent and degree marks."""
-    s = answer.strip()
+    s = _VARNOTHING.sub(r"\\emptyset", answer.translate(_UNICODE)).strip()
     while len(s) >= 2 and s[0] == "$" and s[-1] == "$":
         s = s[1:-1].strip()
     if s.startswith("\\(") and s.endswith("\\)") or s.startswith("\\[") and s.endswith("\\]"):
