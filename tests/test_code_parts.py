@@ -36,6 +36,15 @@ def test_fence_without_or_with_unknown_language_leaves_language_open():
     assert extract_code("```brainfuck\n+\n```").fence_tag == "brainfuck"
 
 
+def test_an_output_block_after_the_program_does_not_replace_it():
+    program = "```python\nprint(2)\n```\n"
+    for shown in ("Output:\n```\n2\n```", "```text\n2\n```", "```console\n$ python a.py\n```"):
+        got = extract_code(program + shown)
+        assert got.code == "print(2)\n" and got.language == "python", shown
+    got = extract_code("```\nprint(1)\n```\nthen\n```\nprint(2)\n```")
+    assert got.code == "print(2)\n"  # among untagged blocks the last still wins
+
+
 # -- references -------------------------------------------------------------------------------
 def test_reference_styles_are_told_apart_by_their_keys():
     he = parse_reference({"test": "def check(candidate):\n    assert candidate(1)\n",

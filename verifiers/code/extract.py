@@ -2,6 +2,12 @@
 
 A generation cut off by the length limit often ends inside an open fence; its body is still the
 program the model meant, so an unclosed last fence counts as a block.
+
+Models often follow their program with a block showing what it prints (an untagged block after
+"Output:", or one tagged ``text``/``output``/``console``). Such a block is not the program, so a
+block whose fence names a known language outranks later blocks that name none or an unknown one:
+the program is the last block tagged with a language, else the last untagged block, else the
+last block.
 """
 from __future__ import annotations
 
@@ -46,7 +52,8 @@ def normalise_language(name: str | None) -> str | None:
 
 
 def extract_code(text: str) -> ExtractedCode:
-    """The last fenced block of ``text`` (an unclosed final fence counts), else all of it."""
+    """The last fenced block of ``text`` that holds the program (see the module docs; an unclosed
+    final fence counts), else all of it."""
     blocks: list[tuple[str, list[str]]] = []
     open_marker: str | None = None
     current: list[str] = []
@@ -67,5 +74,6 @@ def extract_code(text: str) -> ExtractedCode:
         blocks.append((tag, current))
     if not blocks:
         return ExtractedCode(text, None, "", False)
-    tag, lines = blocks[-1]
+    tag, lines = next((b for b in reversed(blocks) if normalise_language(b[0])),
+                      next((b for b in reversed(blocks) if not b[0]), blocks[-1]))
     return ExtractedCode("\n".join(lines) + "\n", normalise_language(tag), tag, True)
