@@ -87,6 +87,28 @@ def test_adapter_pickles_with_its_scorer_and_name():
     assert reward(prompts=["p"], completions=["yes"], a=["yes"]) == [1.0]
 
 
+def test_composition_file_with_running_normalisation_pickles_and_scores_alike(tmp_path,
+                                                                              monkeypatch):
+    # a running normaliser holds a lock, which pickle refuses: the adapter pickles its spec
+    (tmp_path / "mix.yaml").write_text(
+        "rewards:\n  correct: {reward: exact_match}\n"
+        "  digits: {reward: regex, weight: 0.5, options: {pattern: '^[0-9]+$'}}\n"
+        "gates: [{component: digits, min: 1.0, penalty: -1.0}]\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    reward = to_trl("mix.yaml", reference_column="answer", error_value=-2.0)
+    monkeypatch.chdir("/")  # the unpickled copy finds the file from another directory
+    copy = pickle.loads(pickle.dumps(reward))
+    args = dict(prompts=[[{"role": "user", "content": "1+1="}]] * 3,
+                completions=[[{"role": "assistant", "content": c}] for c in ("2", "3", "x")],
+                answer=["2", "2", "2"])
+    assert copy(**args) == reward(**args) == [1.5, 0.5, -1.0]
+    assert (copy.__name__, copy.reference_column, copy.error_value) == \
+        (reward.__name__, "answer", -2.0)
+    running = to_trl({"rewards": {"em": {"reward": "exact_match"}}, "normalize": "running"})
+    assert pickle.loads(pickle.dumps(running)).__name__ == running.__name__
+
+
 def test_options_for_a_built_scorer_are_refused():
     with pytest.raises(TypeError, match="already built Scorer"):
         to_trl(rewardkit.load("exact_match"), case_sensitive=True)

@@ -96,3 +96,84 @@ def test_lora_reference_is_the_base_with_adapter_disabled_and_final_model_loads(
     merged_logp, _, _ = trainer.forward(final, batch.rollout)
     assert torch.allclose(merged_logp[mask], policy_logp[mask], atol=1e-4)
     assert (Path(cfg.output_dir) / "final" / "adapter" / "adapter_config.json").exists()
+
+
+class ExactMatch(Scorer):
+    """Exact match that, on its ``at``-th call, either sends SIGINT to this process (a real
+    Ctrl-C) or raises KeyboardInterrupt from inside the reward."""
+
+    name = "exact"
+
+    def __init__(self, at=None, how="signal"):
+        self.calls, self.at, self.how = 0, at, how
+
+    def score_batch(self, samples):
+        self.calls += 1
+        if self.calls == self.at:
+            if self.how == "signal":
+                import os
+                import signal
+
+                os.kill(os.getpid(), signal.SIGINT)
+            else:
+                raise KeyboardInterrupt
+        return [Score(float(s.completion_text == s.reference)) for s in samples]
+
+
+def _straight_weights(tmp_path, steps):
+    trainer = Trainer(config(tmp_path / "straight", steps=steps), scorer=ExactMatch())
+    for _ in range(steps):
+        trainer.step()
+    return _weights(trainer)
+
+
+@pytest.mark.parametrize("how, saved_step", [("signal", 2), ("raise", 1)])
+def test_interrupted_run_resumes_exactly(tmp_path, how, saved_step):
+    # A real SIGINT during step 2 lets step 2 finish, then saves; a KeyboardInterrupt raised
+    # while step 2 collects saves the state step 2 started from (prompts and RNG rewound).
+    cfg = config(tmp_path / "run", steps=3)
+    trainer = Trainer(cfg, scorer=ExactMatch(at=2, how=how))
+    with pytest.raises(KeyboardInterrupt):
+        trainer.train()
+    assert trainer.interrupt_checkpoint.name == f"step-{saved_step}"
+    resumed = Trainer(cfg, scorer=ExactMatch(), resume=cfg.output_dir)
+    assert resumed.step_count == saved_step
+    for _ in range(3 - saved_step):
+        resumed.step()
+    straight = _straight_weights(tmp_path, 3)
+    assert all(torch.equal(straight[k], v) for k, v in _weights(resumed).items())
+
+
+def test_interrupt_during_the_update_saves_no_half_updated_step(tmp_path):
+    cfg = config(tmp_path, steps=3, mini_batch_size=8)
+    trainer = Trainer(cfg, scorer=ExactMatch())
+    trainer.step()
+    trainer.save()
+    calls = {"n": 0}
+    step = trainer.optimizer.step
+
+    def interrupted_second_time(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 2:  # the first mini-batch of step 2 has already moved the weights
+            raise KeyboardInterrupt
+        return step(*args, **kwargs)
+
+    trainer.optimizer.step = interrupted_second_time
+    with pytest.raises(KeyboardInterrupt):
+        trainer.train()
+    assert trainer.interrupt_checkpoint is None
+    assert ckpt.find_checkpoint(cfg.output_dir).name == "step-1"
+
+
+def test_resume_with_other_training_options_is_refused(tmp_path):
+    from rewardkit.compose import ConfigError
+
+    cfg = config(tmp_path, steps=2)
+    Trainer(cfg).save()
+    with pytest.raises(ConfigError, match=r"group_size: 4 in the checkpoint, 8 now.*"
+                                          r"learning_rate: 0.0003 in the checkpoint, 0.001 now"):
+        Trainer(config(tmp_path, steps=2, group_size=8, learning_rate=1e-3),
+                resume=cfg.output_dir)
+    longer = Trainer(config(tmp_path, steps=5, save_every=1, eval_every=2),
+                     resume=cfg.output_dir)
+    assert longer.step_count == 0 and longer.cfg.steps == 5

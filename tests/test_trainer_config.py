@@ -99,3 +99,47 @@ def test_unknown_reward_is_a_usage_error_with_the_suggestion(capsys):
     assert run_train(args) == 2
     assert "reward: unknown reward 'exact_mtch'. Did you mean 'exact_match'?" in \
         capsys.readouterr().err
+
+
+@pytest.mark.parametrize("changes, message", [
+    (dict(batch_size="sixty"), "batch_size must be an integer, got 'sixty' (str)"),
+    (dict(steps=2.5), "steps must be an integer, got 2.5"),
+    (dict(lora="yes"), "lora must be true or false"),
+    (dict(stop=3), "stop must be a list of strings"),
+    (dict(adam_betas=0.9), "adam_betas must be a list of 2 numbers"),
+    (dict(reward_options=[1]), "reward_options must be a mapping"),
+    (dict(max_grad_norm="x"), "max_grad_norm must be a number or null"),
+    (dict(epochs=True), "epochs must be an integer, got True"),
+])
+def test_wrong_types_are_named_not_a_traceback(changes, message):
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        TrainConfig.from_dict({**BASE, **changes}).validate()
+
+
+@pytest.mark.parametrize("changes, message", [
+    (dict(mini_batch_size=0), "mini_batch_size must be at least 1"),
+    (dict(micro_batch_size=0), "micro_batch_size must be at least 1"),
+    (dict(save_every=-1), "save_every must be >= 0"),
+    (dict(warmup_steps=-3), "warmup_steps must be >= 0"),
+    (dict(resample_rounds=-1), "resample_rounds must be >= 0"),
+    (dict(eval_temperature=0.0), "eval_temperature must be > 0"),
+    (dict(lora_dropout=1.0), "lora_dropout must be in"),
+])
+def test_out_of_range_values_are_refused(changes, message):
+    with pytest.raises(ConfigError, match=message):
+        TrainConfig.from_dict({**BASE, **changes}).validate()
+
+
+def test_yaml_exponent_without_a_point_is_a_number(tmp_path):
+    # PyYAML reads `1e-6` (no decimal point) as a string; the config must still take it.
+    path = tmp_path / "run.yaml"
+    path.write_text("train:\n  model: m\n  data: d.jsonl\n  reward: exact_match\n"
+                    "  learning_rate: 1e-6\n  kl_coef: 4e-2\n  batch_size: '8'\n")
+    cfg = TrainConfig.from_file(path).validate()
+    assert (cfg.learning_rate, cfg.kl_coef, cfg.batch_size) == (1e-6, 0.04, 8)
+
+
+def test_set_flag_with_an_exponent_is_a_number():
+    args = _parse(["train", "grpo", "--model", "m", "--data", "d.jsonl", "--reward", "x",
+                   "--set", "kl_coef=1e-3"])
+    assert config_from_args(args).validate().kl_coef == 1e-3

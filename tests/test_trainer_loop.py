@@ -311,3 +311,23 @@ def test_a_composition_config_file_is_the_reward_unchanged(tmp_path):
     assert {"reward/correct", "reward/short"} <= set(metrics)
     assert metrics["reward/mean"] == pytest.approx(
         metrics["reward/correct"] + 0.5 * metrics["reward/short"])
+
+
+class FirstGroupFails(Scorer):
+    """Raises on the first group's samples; the others report two components."""
+
+    name = "first_group_fails"
+
+    def score_one(self, sample: Sample) -> Score:
+        if sample.metadata["group"] == 0:
+            raise ValueError("cannot score this one")
+        return Score(1.0, components={"correct": 1.0, "format": float(len(sample.completion_text) % 2)})
+
+
+def test_reward_errors_are_counted_and_components_survive_an_errored_first_sample(tmp_path):
+    trainer = Trainer(config(tmp_path, batch_size=8, group_size=4), scorer=FirstGroupFails())
+    metrics = trainer.step()
+    assert metrics["reward/errors"] == 0.5
+    assert metrics["reward/mean"] == 0.5  # errored samples train with the error value, 0.0
+    assert metrics["reward/correct"] == 1.0 and metrics["reward/correct/std"] == 0.0
+    assert "reward/format" in metrics and "reward/format/std" in metrics

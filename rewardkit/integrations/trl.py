@@ -13,6 +13,7 @@ exact reward used offline (``rewardkit score``) and in the reward server.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from ..scorer import Scorer
@@ -27,8 +28,10 @@ TRL_EXTRA_ARGUMENTS = frozenset(
 class TRLReward:
     """A Scorer behind TRL's reward-function signature (see :func:`to_trl`).
 
-    A class rather than a closure so the reward can be pickled along with its Scorer, which TRL
-    requires for some multi-process set-ups. ``__name__`` is the reward's name because TRL logs
+    A class rather than a closure so the reward can be pickled, which TRL requires for some
+    multi-process set-ups. A reward built from a name or config (:func:`to_trl`) pickles as that
+    spec and is rebuilt on unpickling, because many Scorers hold what cannot be pickled (worker
+    processes, locks of running normalisers); a Scorer passed in built is pickled as is. ``__name__`` is the reward's name because TRL logs
     each reward function's mean and std as ``rewards/<__name__>/mean``.
 
     Attributes:
@@ -43,7 +46,8 @@ class TRLReward:
 
     def __init__(self, scorer: Scorer, reference_column: str | None = "reference",
                  error_value: float | None = None, log_metrics: bool = True,
-                 name: str | None = None) -> None:
+                 name: str | None = None,
+                 spec: tuple[Any, dict[str, Any]] | None = None) -> None:
         if not isinstance(scorer, Scorer):
             raise TypeError(f"expected a rewardkit Scorer, got {type(scorer).__name__}")
         if error_value is not None and not isinstance(error_value, (int, float)):
@@ -53,6 +57,15 @@ class TRLReward:
         self.error_value = None if error_value is None else float(error_value)
         self.log_metrics = log_metrics
         self.__name__ = name or scorer.name
+        self.spec = spec
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        if self.spec is None:
+            return (TRLReward, (self.scorer, self.reference_column, self.error_value,
+                                self.log_metrics, self.__name__))
+        reward, options = self.spec
+        return (_rebuild, (reward, options, self.reference_column, self.error_value,
+                           self.log_metrics, self.__name__))
 
     def __repr__(self) -> str:
         return f"<TRLReward {self.__name__!r} reference_column={self.reference_column!r}>"
@@ -157,8 +170,25 @@ def to_trl(scorer_or_name: Scorer | str | Mapping[str, Any], reference_column: s
         from ..registry import load
 
         scorer = load(scorer_or_name, **options)
+        return TRLReward(scorer, reference_column=reference_column, error_value=error_value,
+                         log_metrics=log_metrics, name=name,
+                         spec=(_absolute_if_file(scorer_or_name), dict(options)))
     return TRLReward(scorer, reference_column=reference_column, error_value=error_value,
                      log_metrics=log_metrics, name=name)
+
+
+def _absolute_if_file(reward: Any) -> Any:
+    """A config file path made absolute, so an unpickled reward finds it from any directory."""
+    if isinstance(reward, str) and Path(reward).is_file():
+        return str(Path(reward).resolve())
+    return reward
+
+
+def _rebuild(reward: Any, options: dict[str, Any], reference_column: str | None,
+             error_value: float | None, log_metrics: bool, name: str) -> TRLReward:
+    """Unpickling a :class:`TRLReward` built from a spec: the same :func:`to_trl` call."""
+    return to_trl(reward, reference_column=reference_column, error_value=error_value,
+                  log_metrics=log_metrics, name=name, **options)
 
 
 def _dataset_columns(kwargs: Mapping[str, Any], n: int) -> dict[str, list[Any]]:

@@ -86,6 +86,43 @@ def load_state(checkpoint: Path) -> dict[str, Any]:
     return torch.load(Path(checkpoint) / STATE_FILE, weights_only=False)
 
 
+RESUMABLE_CHANGES = frozenset({
+    "steps", "output_dir", "progress", "tensorboard", "plots", "log_every", "save_every",
+    "eval_every", "eval_data", "eval_samples", "eval_k", "eval_max_prompts", "eval_threshold",
+    "eval_temperature", "gold_reward", "device",
+})
+"""Options a resumed run may change: how long it runs, where and how often it logs, saves and
+evaluates. Any other change would make the continued run differ from the one checkpointed."""
+
+
+def check_resume_config(saved: dict[str, Any] | None, current: dict[str, Any],
+                        checkpoint: Path) -> None:
+    """Refuse to resume with options that change the training itself (batch shape, reward,
+    algorithm, learning rate, ...), naming each difference."""
+    if not saved:
+        return
+    changed = [key for key in sorted(current) if key not in RESUMABLE_CHANGES
+               and key in saved and _comparable(saved[key]) != _comparable(current[key])]
+    if changed:
+        diffs = "; ".join(f"{k}: {saved[k]!r} in the checkpoint, {current[k]!r} now"
+                          for k in changed)
+        raise ConfigError(
+            f"--resume {str(checkpoint)!r}: the run was started with other options ({diffs}). "
+            "Resume with the same options (only steps, output, logging, saving and evaluation "
+            "options may change), or start a new run from the checkpoint's weights with "
+            f"--model {str(checkpoint)!r} and no --resume."
+        )
+
+
+def _comparable(value: Any) -> Any:
+    """Tuples and lists compare equal (a config read back from a file has lists)."""
+    if isinstance(value, (list, tuple)):
+        return [_comparable(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _comparable(v) for k, v in value.items()}
+    return value
+
+
 def load_model_weights(model: Any, checkpoint: Path, uses_lora: bool) -> None:
     """Load the checkpoint's weights into an already built model (full model or adapter)."""
     checkpoint = Path(checkpoint)

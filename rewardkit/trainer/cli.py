@@ -103,8 +103,14 @@ def run_train(args: argparse.Namespace) -> int:
     try:
         final = trainer.train()
     except KeyboardInterrupt:
-        print(f"\ninterrupted at step {trainer.step_count}; checkpoint saved. Continue with "
-              f"--resume {cfg.output_dir}", file=sys.stderr)
+        if trainer.interrupt_checkpoint is not None:
+            print(f"\ninterrupted after step {trainer.step_count}; checkpoint saved in "
+                  f"{trainer.interrupt_checkpoint}. Continue with --resume {cfg.output_dir}",
+                  file=sys.stderr)
+        else:
+            print("\ninterrupted during an update: no checkpoint of that step was written; "
+                  f"--resume {cfg.output_dir} continues from the last periodic checkpoint, if "
+                  "any (set save_every to write them)", file=sys.stderr)
         return 130
     if final:
         print(" ".join(f"{k}={v:.4g}" for k, v in sorted(final.items())

@@ -7,6 +7,8 @@ section, so one file drives ``rewardkit score``, ``serve`` and ``train``.
 from __future__ import annotations
 
 import dataclasses
+import types
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -213,6 +215,7 @@ class TrainConfig:
     # -- validation -------------------------------------------------------------------------------
     def validate(self) -> "TrainConfig":
         """Check the options together; raise :class:`ConfigError` saying what to change."""
+        self._check_types()
         _choice("algorithm", self.algorithm, ALGORITHMS)
         _choice("advantage", self.advantage, ADVANTAGES)
         _choice("std_scale", self.std_scale, STD_SCALES)
@@ -230,9 +233,24 @@ class TrainConfig:
             raise ConfigError("no reward: pass --reward NAME or --reward-config FILE, or set "
                               "train.reward / a top-level reward: section")
         for name in ("steps", "batch_size", "group_size", "epochs", "max_new_tokens",
-                     "eval_samples", "log_every"):
-            if getattr(self, name) < 1:
+                     "eval_samples", "log_every", "mini_batch_size", "micro_batch_size",
+                     "eval_max_prompts", "lora_r", "lora_alpha"):
+            if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
+        for name in ("top_k", "resample_rounds", "warmup_steps", "save_every", "eval_every",
+                     "weight_decay", "vf_coef"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"{name} must be >= 0 (0 disables it), got "
+                                  f"{getattr(self, name)}")
+        for name, null in (("max_grad_norm", "to disable clipping"),
+                           ("value_clip", "to disable clipping"),
+                           ("eval_temperature", "for the training temperature (greedy "
+                                                "accuracy is logged as eval/greedy)")):
+            if getattr(self, name) is not None and getattr(self, name) <= 0:
+                raise ConfigError(f"{name} must be > 0, or null {null}; got "
+                                  f"{getattr(self, name)}")
+        if not 0 <= self.lora_dropout < 1:
+            raise ConfigError(f"lora_dropout must be in [0, 1), got {self.lora_dropout}")
         if self.batch_size % self.group_size:
             raise ConfigError(
                 f"batch_size ({self.batch_size}) is not divisible by group_size "
@@ -273,6 +291,19 @@ class TrainConfig:
         if not 0 <= self.gamma <= 1 or not 0 <= self.lam <= 1:
             raise ConfigError("gamma and lam must be in [0, 1]")
         return self
+
+    def _check_types(self) -> None:
+        """Each option has its annotated type, so a wrong one is named here instead of failing
+        later inside a comparison or deep in torch. Numbers written as strings are converted:
+        YAML 1.1 (PyYAML) reads ``1e-6`` without a decimal point as the string ``"1e-6"``."""
+        hints = typing.get_type_hints(type(self))
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            ok, converted = _conform(value, hints[f.name])
+            if not ok:
+                raise ConfigError(f"{f.name} must be {_describe_type(hints[f.name])}, got "
+                                  f"{value!r} ({type(value).__name__})")
+            setattr(self, f.name, converted)
 
     def _nearest_multiple(self) -> int:
         return max(self.group_size, round(self.batch_size / self.group_size) * self.group_size)
@@ -322,6 +353,74 @@ def _reward_section(data: Mapping[str, Any], path: str | Path) -> Any:
     if isinstance(reward, Mapping) or isinstance(reward, str):
         return reward
     raise ConfigError(f"{path}: `reward:` must be a reward name or a composition mapping")
+
+
+def _conform(value: Any, hint: Any) -> tuple[bool, Any]:
+    """Whether ``value`` fits the type ``hint`` of an option, and the value converted (an int
+    where a float is expected, a numeric string where a number is expected)."""
+    origin = typing.get_origin(hint)
+    if hint is Any:
+        return True, value
+    if origin in (typing.Union, types.UnionType):
+        for option in typing.get_args(hint):
+            if option is type(None):
+                if value is None:
+                    return True, None
+                continue
+            ok, converted = _conform(value, option)
+            if ok:
+                return True, converted
+        return False, value
+    if hint is bool:
+        return isinstance(value, bool), value
+    if hint in (int, float):
+        if isinstance(value, str):
+            try:
+                value = float(value.strip())
+            except ValueError:
+                return False, value
+            if hint is int and value.is_integer():
+                value = int(value)
+        if isinstance(value, bool):
+            return False, value
+        if hint is int:
+            return isinstance(value, int), value
+        return isinstance(value, (int, float)), float(value) if isinstance(value, int) else value
+    if hint is str:
+        return isinstance(value, str), value
+    if origin in (list, tuple):
+        args = typing.get_args(hint)
+        if not isinstance(value, (list, tuple)):
+            return False, value
+        if origin is tuple and len(args) != len(value):
+            return False, value
+        items = args if origin is tuple else [args[0]] * len(value)
+        converted = [_conform(v, h) for v, h in zip(value, items)]
+        if not all(ok for ok, _ in converted):
+            return False, value
+        return True, origin(v for _, v in converted)
+    if origin is dict:
+        return isinstance(value, Mapping), dict(value) if isinstance(value, Mapping) else value
+    return isinstance(value, hint), value
+
+
+def _describe_type(hint: Any) -> str:
+    """Words for an option's type, as the error message shows it."""
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        parts = [_describe_type(h) for h in typing.get_args(hint) if h is not type(None)]
+        none = type(None) in typing.get_args(hint)
+        return " or ".join(parts + (["null"] if none else []))
+    names = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
+    if hint in names:
+        return names[hint]
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is list:
+        return f"a list of {_describe_type(args[0]).removeprefix('a ').removeprefix('an ')}s"
+    if origin is tuple:
+        return f"a list of {len(args)} numbers"
+    if origin is dict:
+        return "a mapping"
+    return str(hint)
 
 
 def _choice(name: str, value: Any, allowed: tuple[str, ...]) -> None:

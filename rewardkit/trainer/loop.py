@@ -8,13 +8,17 @@ tested alone; this module only wires them.
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import random
+import signal
+import sys
+import threading
 import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterator
 
 import numpy as np
 import torch
@@ -86,6 +90,9 @@ class Trainer:
                                            weight_decay=cfg.weight_decay)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, self._lr_factor)
         self.step_count = 0
+        self._updating = False
+        self._step_start: tuple[dict[str, Any], dict[str, Any]] | None = None
+        self.interrupt_checkpoint: Path | None = None
         self.output = Path(cfg.output_dir)
         self.logger = MetricsLogger(self.output, cfg.tensorboard, cfg.plots,
                                     enabled=self.dist.is_main)
@@ -99,8 +106,10 @@ class Trainer:
         batch = self.collect()
         collected = time.perf_counter()
         if self.dist.sum(float(batch.loss_mask.any())) > 0:
+            self._updating = True
             stats = self.update(batch)
             self.scheduler.step()
+            self._updating = False
         else:  # nothing to train on (all filtered): keep the schedule aligned with the step
             stats = {"skipped": 1.0}
             with warnings.catch_warnings():
@@ -168,8 +177,12 @@ class Trainer:
                                                  self.cfg.truncation_penalty)
         stats = {"reward/mean": float(np.mean(values)), "reward/std": float(np.std(values)),
                  "reward/errors": sum(not s.ok for s in scores) / len(scores)}
-        for name in scores[0].components if scores else ():
-            stats[f"reward/{name}"] = float(np.mean([s.components.get(name, 0.0) for s in scores]))
+        # each component's mean and std over the samples that report it (an errored sample
+        # has no components, and may come first)
+        for name in dict.fromkeys(k for s in scores for k in s.components):
+            parts = [s.components[name] for s in scores if name in s.components]
+            stats[f"reward/{name}"] = float(np.mean(parts))
+            stats[f"reward/{name}/std"] = float(np.std(parts))
         return rewards, stats
 
     def group_keep(self, rewards: torch.Tensor) -> torch.Tensor:
@@ -328,7 +341,15 @@ class Trainer:
     def train(self) -> dict[str, float]:
         """Run to ``cfg.steps``: progress bar, metrics, periodic evaluation and checkpoints, a
         checkpoint on Ctrl-C, and the final model in ``output_dir/final``. Returns the last
-        evaluation (or step) metrics."""
+        evaluation (or step) metrics.
+
+        Ctrl-C (SIGINT) lets the current step finish, saves a checkpoint and raises
+        KeyboardInterrupt, so ``--resume`` continues exactly; a second Ctrl-C stops at once. An
+        interruption inside a step (a second Ctrl-C, or KeyboardInterrupt raised by a reward)
+        before the optimizer has moved saves the state the step started from; one during the
+        update saves nothing, since the weights are part-way through a step, and the last
+        periodic checkpoint stays the one to resume from (:attr:`interrupt_checkpoint` is
+        None)."""
         from tqdm.auto import tqdm
 
         cfg = self.cfg
@@ -338,23 +359,29 @@ class Trainer:
         bar = tqdm(total=cfg.steps, initial=self.step_count, disable=not (cfg.progress and
                                                                           self.dist.is_main),
                    desc=f"{cfg.algorithm} steps")
+        self.interrupt_checkpoint = None
         try:
-            while self.step_count < cfg.steps:
-                metrics = self.dist.mean_metrics(self.step())
-                step = self.step_count
-                if self.eval_prompts and cfg.eval_every and step % cfg.eval_every == 0 \
-                        and step < cfg.steps:
-                    metrics.update(self.evaluate())
-                if step % cfg.log_every == 0 or step == cfg.steps:
-                    self.logger.log(step, metrics)
-                if cfg.save_every and step % cfg.save_every == 0:
-                    self.save()
-                bar.update(1)
-                bar.set_postfix(reward=f"{metrics.get('reward/mean', float('nan')):.3f}")
-                last = metrics
+            with _deferred_sigint() as stop_requested:
+                while self.step_count < cfg.steps:
+                    self._step_start = (ckpt.rng_state(), dict(self.sampler.state_dict()))
+                    metrics = self.dist.mean_metrics(self.step())
+                    self._step_start = None
+                    step = self.step_count
+                    if self.eval_prompts and cfg.eval_every and step % cfg.eval_every == 0 \
+                            and step < cfg.steps:
+                        metrics.update(self.evaluate())
+                    if step % cfg.log_every == 0 or step == cfg.steps:
+                        self.logger.log(step, metrics)
+                    if cfg.save_every and step % cfg.save_every == 0:
+                        self.save()
+                    bar.update(1)
+                    bar.set_postfix(reward=f"{metrics.get('reward/mean', float('nan')):.3f}")
+                    last = metrics
+                    if stop_requested():
+                        raise KeyboardInterrupt
         except KeyboardInterrupt:
-            self.save()
             bar.close()
+            self.interrupt_checkpoint = self._save_on_interrupt()
             raise
         bar.close()
         if self.eval_prompts:
@@ -366,6 +393,18 @@ class Trainer:
                             self.policy.uses_lora)
         self.logger.close()
         return last
+
+    def _save_on_interrupt(self) -> Path | None:
+        """The checkpoint an interruption leaves: the last finished step's state, or None when
+        the weights were changed part-way through a step."""
+        if self._updating:
+            return None
+        start = getattr(self, "_step_start", None)
+        if start is not None:  # interrupted while collecting: rewind what collecting consumed
+            ckpt.set_rng_state(start[0])
+            self.sampler.load_state_dict(start[1])
+            self._step_start = None
+        return self.save()
 
     def evaluate(self) -> dict[str, float]:
         cfg = self.cfg
@@ -389,6 +428,7 @@ class Trainer:
 
     def _resume(self, checkpoint: Path) -> None:
         state = ckpt.load_state(checkpoint)
+        ckpt.check_resume_config(state.get("config"), self.cfg.to_dict(), checkpoint)
         ckpt.load_model_weights(unwrap(self.model), checkpoint, self.policy.uses_lora)
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
@@ -409,6 +449,31 @@ class Trainer:
         if cfg.lr_schedule == "cosine":
             return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
         return 1.0
+
+
+@contextlib.contextmanager
+def _deferred_sigint() -> Iterator[Callable[[], bool]]:
+    """Within the block, a first SIGINT only sets a flag (the yielded callable reads it) so the
+    loop can finish its step and save; a second one raises KeyboardInterrupt as usual. Signal
+    handlers can only be set from the main thread; elsewhere SIGINT keeps its usual effect."""
+    requested = False
+    if threading.current_thread() is not threading.main_thread():
+        yield lambda: False
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        nonlocal requested
+        if requested:
+            raise KeyboardInterrupt
+        requested = True
+        print("\nCtrl-C: finishing this step and saving a checkpoint (Ctrl-C again to stop "
+              "now)", file=sys.stderr, flush=True)
+
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield lambda: requested
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _rollout_stats(rollout: Rollout) -> dict[str, float]:
