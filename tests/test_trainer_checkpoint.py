@@ -177,3 +177,11 @@ def test_resume_with_other_training_options_is_refused(tmp_path):
     longer = Trainer(config(tmp_path, steps=5, save_every=1, eval_every=2),
                      resume=cfg.output_dir)
     assert longer.step_count == 0 and longer.cfg.steps == 5
+
+
+def test_lora_target_modules_matching_nothing_is_a_config_error_listing_the_layers(tmp_path):
+    from rewardkit.compose import ConfigError
+
+    with pytest.raises(ConfigError, match=r"lora_target_modules \['nonexistent'\] match no "
+                                          r"module.*'q_proj'"):
+        Trainer(config(tmp_path, lora=True, lora_target_modules=["nonexistent"]))

@@ -141,4 +141,11 @@ def _add_lora(model: Any, cfg: TrainConfig) -> Any:
                       target_modules=cfg.lora_target_modules, task_type="CAUSAL_LM")
     if cfg.gradient_checkpointing:
         model.enable_input_require_grads()
-    return get_peft_model(model, lora)
+    try:
+        return get_peft_model(model, lora)
+    except ValueError as exc:  # peft: no module matches target_modules
+        names = sorted({n.rsplit(".", 1)[-1] for n, m in model.named_modules()
+                        if isinstance(m, torch.nn.Linear)})
+        raise ConfigError(f"lora_target_modules {cfg.lora_target_modules!r} match no module of "
+                          f"{cfg.model!r}; its linear layers are {names} (or use "
+                          f"'all-linear'): {exc}") from exc
