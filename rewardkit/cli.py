@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import platform
 import sys
@@ -154,12 +155,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_list)
     p = sub.add_parser("doctor", help="versions, devices and which sandbox protections are active")
     p.set_defaults(func=_cmd_doctor)
-    try:
-        from .trainer.cli import add_train_parser
-    except ImportError:
-        pass
-    else:
-        add_train_parser(sub)
+    # Sub-commands whose modules need optional extras register themselves when importable.
+    for module, hook in ((".trainer.cli", "add_train_parser"), (".models.cli", "add_eval_parser"),
+                         (".server.cli", "add_serve_parser")):
+        try:
+            add = getattr(importlib.import_module(module, __package__), hook)
+        except (ImportError, AttributeError):
+            continue
+        add(sub)
     return parser
 
 

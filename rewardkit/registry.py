@@ -62,6 +62,12 @@ _BUILTINS: dict[str, tuple[str, str]] = {
              "1.0 if the final answer is mathematically equivalent to the reference"),
     "code": ("rewardkit.verifiers.code:CodeVerifier",
              "fraction/all of tests passed by the completion's code, run in a sandbox"),
+    "reward_model": ("rewardkit.models.reward_model:RewardModelScorer",
+                     "a learned outcome reward model (sequence classifier with one output)"),
+    "process_reward": ("rewardkit.models.process_reward:ProcessRewardScorer",
+                       "a learned process reward model: one score per reasoning step"),
+    "remote": ("rewardkit.server.client:RemoteScorer",
+               "a reward served by `rewardkit serve` on another machine, over HTTP"),
 }
 
 _registered: dict[str, RewardEntry] = {}

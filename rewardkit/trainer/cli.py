@@ -67,6 +67,12 @@ def add_train_parser(subparsers: Any) -> argparse.ArgumentParser:
     algos = p.add_subparsers(dest="algorithm", required=True, metavar="ALGORITHM")
     _add_algorithm(algos, "grpo", "Group-relative policy optimisation (critic-free).")
     _add_algorithm(algos, "ppo", "PPO with a value head and GAE.")
+    try:  # `train rm|prm`: reward-model training, registered by rewardkit.models
+        from ..models.cli import add_model_train_parsers
+    except ImportError:
+        pass
+    else:
+        add_model_train_parsers(algos)
     return p
 
 
