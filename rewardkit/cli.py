@@ -2,14 +2,49 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import json
+import os
 import platform
 import sys
+import warnings
 from importlib import metadata as importlib_metadata
 from typing import Any, Sequence
 
 EXIT_USAGE = 2
+EXIT_ROWS_FAILED = 3
+"""``rewardkit score`` wrote its output but too many rows could not be scored."""
+
+
+class Parser(argparse.ArgumentParser):
+    """An ArgumentParser that answers a mistyped flag with the flags it probably meant."""
+
+    def error(self, message: str) -> Any:  # type: ignore[override]
+        if "unrecognized arguments:" in message:
+            hints = []
+            known = self._all_option_strings()
+            for arg in message.split("unrecognized arguments:", 1)[1].split():
+                if not arg.startswith("-"):
+                    continue
+                close = difflib.get_close_matches(arg.split("=", 1)[0], known, n=2, cutoff=0.6)
+                if close:
+                    hints.append(f"{arg}: did you mean {' or '.join(close)}?")
+            if hints:
+                message += "\n" + "\n".join(hints)
+        return super().error(message)
+
+    def _all_option_strings(self) -> list[str]:
+        """Flags of this parser and of every sub-command (argparse reports a sub-command's
+        unknown flags from the top-level parser)."""
+        found: list[str] = []
+        for action in self._actions:
+            found += [o for o in action.option_strings if o.startswith("--")]
+            if isinstance(action, argparse._SubParsersAction):
+                for sub in action.choices.values():
+                    found += [o for a in sub._actions for o in a.option_strings
+                              if o.startswith("--")]
+        return sorted(set(found))
 
 
 def parse_key_value(text: str) -> tuple[str, Any]:
@@ -65,8 +100,30 @@ def _add_score(sub: Any) -> None:
                    help="rows per batch given to the reward (cut only between prompts)")
     p.add_argument("--overwrite", action="store_true", help="start over instead of resuming")
     p.add_argument("--summary-json", help="also write the summary to this JSON file")
+    p.add_argument("--max-error-fraction", type=_fraction, default=None, metavar="F",
+                   help="exit with status 3 (after writing the output) when more than this "
+                        "fraction of rows could not be scored; by default only when every row "
+                        "failed (e.g. a wrong --completion-field)")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
     p.set_defaults(func=_cmd_score)
+
+
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected a fraction between 0 and 1, got {text!r}")
+    return value
+
+
+def _too_many_failed(summary: Any, max_fraction: float | None) -> bool:
+    if not summary.count:
+        return False
+    if max_fraction is None:
+        return summary.error_count == summary.count
+    return summary.error_fraction > max_fraction
 
 
 def _cmd_score(args: argparse.Namespace) -> int:
@@ -97,9 +154,17 @@ def _cmd_score(args: argparse.Namespace) -> int:
               "continue", file=sys.stderr)
         return 130
     print(summary.format())
+    print(f"output: {os.path.abspath(args.output)} ({summary.count} rows)")
     if args.summary_json:
         with open(args.summary_json, "w") as f:
             json.dump(summary.to_dict(), f, indent=1)
+    if _too_many_failed(summary, args.max_error_fraction):
+        limit = ("every row" if args.max_error_fraction is None
+                 else f"more than {args.max_error_fraction:g} of the rows")
+        print(f"error: {summary.error_count} of {summary.count} rows could not be scored "
+              f"({limit}); the output is written. Check the field flags and the first errors "
+              "above", file=sys.stderr)
+        return EXIT_ROWS_FAILED
     return 0
 
 
@@ -144,7 +209,7 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="rewardkit", description="Rewards for RL post-training of LLMs.")
     parser.add_argument("--version", action="version",
                         version=f"rewardkit {importlib_metadata.version('rewardkit')}")
@@ -166,9 +231,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _show_warning(message: Any, category: type, filename: str, lineno: int, file: Any = None,
+                  line: str | None = None) -> None:
+    """Warnings as one line a user can act on, not a source location."""
+    print(f"warning: {message}", file=file or sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return int(args.func(args) or 0)
+    with warnings.catch_warnings():
+        warnings.showwarning = _show_warning
+        return int(args.func(args) or 0)
 
 
 if __name__ == "__main__":

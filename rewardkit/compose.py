@@ -37,6 +37,10 @@ class ConfigError(ValueError):
     """A reward config is malformed; the message says where and what to write instead."""
 
 
+class ConfigWarning(UserWarning):
+    """A reward config holds something that is probably not what its author meant."""
+
+
 _SECTION_KEYS = {"rewards", "gates", "clip", "normalize", "error_value", "name", "reward",
                  "options", "weight"}
 _COMPONENT_KEYS = {"reward", "weight", "options"}
@@ -88,6 +92,12 @@ class Composition(Scorer):
         out: list[Score] = []
         for i in range(len(samples)):
             out.append(self._combine([scores[i] for scores in per_component]))
+        if self.normalizer.method == "none":
+            return out
+        # The raw total stays beside the normalised one: a normalised value alone hides what
+        # the policy earned (a group of one normalises to 0.0 whatever it scored).
+        for s in out:
+            s.info["raw_total"] = s.value
         ok = [i for i, s in enumerate(out) if s.ok]
         normalized = self.normalizer([out[i].value for i in ok], [samples[i] for i in ok])
         for i, v in zip(ok, normalized):
@@ -173,11 +183,28 @@ def _component(name: str, spec: Any, where: str) -> Component:
     return Component(name, scorer, _as_float(spec.get("weight", 1.0), f"{where}.weight"))
 
 
+def warn_misplaced_keys(config: Mapping[str, Any], where: str = "reward config") -> None:
+    """Warn about reward keys (``normalize:``, ``clip:``, ...) written beside a ``reward:``
+    section instead of inside it: they would be silently ignored, and a ``normalize: group``
+    that never applies changes every reward of a run."""
+    if "rewards" in config or not isinstance(config.get("reward"), Mapping):
+        return
+    misplaced = sorted(set(config) & (_SECTION_KEYS - {"reward", "name"}))
+    if misplaced:
+        import warnings
+
+        keys = ", ".join(f"`{k}:`" for k in misplaced)
+        warnings.warn(
+            f"{where}: {keys} at the top level, beside `reward:`, is ignored; it belongs inside "
+            "the `reward:` section (indent it under `reward:`)", ConfigWarning, stacklevel=3)
+
+
 def from_config(config: Mapping[str, Any], **overrides: Any) -> Scorer:
     """A Scorer from a reward config mapping (see the module docstring)."""
     if not isinstance(config, Mapping):
         raise ConfigError(f"a reward config must be a mapping, got {type(config).__name__}")
     if "rewards" not in config and isinstance(config.get("reward"), Mapping):
+        warn_misplaced_keys(config)
         config = config["reward"]  # a whole config file: use its reward section
     config = {**config, **overrides}
     _check_keys(config, _SECTION_KEYS, "reward config")
@@ -246,7 +273,8 @@ def read_config_file(path: Path) -> dict[str, Any]:
         if suffix in (".yaml", ".yml"):
             import yaml
 
-            data = yaml.safe_load(text)
+            with open(path, encoding="utf-8") as f:  # a stream, so YAML's marks name the file
+                data = yaml.safe_load(f)
         elif suffix == ".toml":
             try:
                 import tomllib
@@ -267,9 +295,18 @@ def read_config_file(path: Path) -> dict[str, Any]:
 
 
 def from_config_file(path: Path, **overrides: Any) -> Scorer:
-    """A Scorer from a config file (its ``reward:`` section, or the whole file)."""
+    """A Scorer from a config file (its ``reward:`` section, or the whole file).
+
+    A composition without a ``name:`` is named after the file (``math_and_format.yaml`` →
+    ``math_and_format``), so trainers log each file's reward under its own name."""
     data = read_config_file(path)
+    warn_misplaced_keys(data, str(path))
+    section = data["reward"] if "rewards" not in data and isinstance(
+        data.get("reward"), Mapping) else data
     try:
-        return from_config(data, **overrides)
+        scorer = from_config(section, **overrides)
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from exc
+    if isinstance(scorer, Composition) and "name" not in section:
+        scorer.name = Path(path).stem
+    return scorer

@@ -17,6 +17,9 @@ FORMATS = ("jsonl", "json", "csv", "parquet", "datasets", "hf")
 _SUFFIX = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".csv": "csv",
            ".parquet": "parquet", ".pq": "parquet"}
 BAD_ROW_KEY = "_rewardkit_bad_row"
+DEFAULT_SPLIT = "train"
+"""The split read from a ``datasets`` folder with several splits (or ``hf:NAME``) when none is
+named, as ``--split`` documents."""
 
 
 class DataError(ValueError):
@@ -135,7 +138,8 @@ def _read_jsonl(path: str) -> Iterator[dict[str, Any]]:
             try:
                 row = json.loads(line)
             except json.JSONDecodeError as exc:
-                yield {BAD_ROW_KEY: f"line {lineno} is not valid JSON ({exc.msg})"}
+                yield {BAD_ROW_KEY: f"line {lineno} is not valid JSON ({exc.msg}: line {lineno} "
+                                    f"column {exc.colno}, char {exc.pos})"}
                 continue
             yield row if isinstance(row, dict) else {
                 BAD_ROW_KEY: f"line {lineno} is a JSON {type(row).__name__}, not an object"}
@@ -177,14 +181,16 @@ def _load_saved_dataset(source: Source) -> Any:
                         "pip install 'rewardkit[io]'") from exc
     if source.format == "hf":
         name = source.location[3:]
-        return datasets.load_dataset(name, source.subset, split=source.split or "train")
+        return datasets.load_dataset(name, source.subset, split=source.split or DEFAULT_SPLIT)
     ds = datasets.load_from_disk(source.location)
     if isinstance(ds, datasets.DatasetDict):
-        if source.split is None:
-            raise DataError(f"{source.location!r} holds splits {list(ds)}; choose one with --split")
-        if source.split not in ds:
+        split = source.split or DEFAULT_SPLIT
+        if split not in ds:
+            if source.split is None:
+                raise DataError(f"{source.location!r} holds splits {list(ds)} and no "
+                                f"{DEFAULT_SPLIT!r}; choose one with --split")
             raise DataError(f"{source.location!r} has no split {source.split!r}; it has {list(ds)}")
-        return ds[source.split]
+        return ds[split]
     return ds
 
 
@@ -196,6 +202,64 @@ def _maybe_json(value: str | None) -> Any:
         except json.JSONDecodeError:
             return value
     return value
+
+
+# -- fingerprints -----------------------------------------------------------------------------
+FULL_HASH_BYTES = 64 << 20
+"""Files up to this size are hashed whole; larger ones by sampled blocks (plus size and mtime)."""
+_SAMPLE_BLOCKS, _BLOCK = 32, 1 << 16
+
+
+def fingerprint(source: Source) -> dict[str, Any] | None:
+    """What identifies the *content* of an input, so a resumed run can tell that the file
+    behind the same path was rewritten: per file its size, and a SHA-256 of the whole file when
+    it is at most :data:`FULL_HASH_BYTES`, else of 32 evenly spaced 64 KiB blocks plus the first
+    and last block together with the modification time (a sampled hash alone could miss an
+    in-place edit of the same size). A ``datasets`` folder is fingerprinted file by file; hub
+    datasets (``hf:``) have none."""
+    if source.format == "hf":
+        return None
+    root = Path(source.location)
+    files = sorted(p for p in root.rglob("*") if p.is_file()) if root.is_dir() else [root]
+    return {str(p.relative_to(root)) if root.is_dir() else p.name: _file_fingerprint(p)
+            for p in files}
+
+
+def _file_fingerprint(path: Path) -> dict[str, Any]:
+    import hashlib
+
+    st = path.stat()
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        if st.st_size <= FULL_HASH_BYTES:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+            return {"size": st.st_size, "sha256": digest.hexdigest()}
+        step = st.st_size // _SAMPLE_BLOCKS
+        for offset in [*range(0, st.st_size, step)][:_SAMPLE_BLOCKS] + [st.st_size - _BLOCK]:
+            f.seek(offset)
+            digest.update(f.read(_BLOCK))
+    return {"size": st.st_size, "sampled_sha256": digest.hexdigest(), "mtime_ns": st.st_mtime_ns}
+
+
+def fingerprint_changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    """Human-readable differences between two :func:`fingerprint` results (empty: unchanged)."""
+    changes = []
+    for name in sorted(set(old) | set(new)):
+        a, b = old.get(name), new.get(name)
+        if a == b:
+            continue
+        if a is None or b is None:
+            changes.append(f"{name} was {'added' if a is None else 'removed'}")
+        elif a.get("size") != b.get("size"):
+            changes.append(f"{name}: size {a.get('size')} -> {b.get('size')} bytes")
+        elif a.get("sha256", a.get("sampled_sha256")) != b.get("sha256", b.get("sampled_sha256")):
+            changes.append(f"{name}: same size, different content (SHA-256)")
+        elif a.get("mtime_ns") != b.get("mtime_ns"):
+            changes.append(f"{name}: modified since (mtime changed; too large to hash whole)")
+        else:
+            changes.append(f"{name}: fingerprint differs")
+    return changes
 
 
 # -- writing ---------------------------------------------------------------------------------

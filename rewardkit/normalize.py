@@ -17,6 +17,10 @@ from .types import Sample
 METHODS = ("none", "batch", "group", "running")
 
 
+class NormalizeWarning(UserWarning):
+    """Normalisation that is probably not doing what was meant (e.g. groups of one)."""
+
+
 def group_key(sample: Sample) -> Hashable:
     """Samples of one group share ``metadata["group"]``, or failing that the same prompt."""
     if sample.metadata and "group" in sample.metadata:
@@ -57,6 +61,7 @@ class Normalizer:
         self._mean = 0.0
         self._m2 = 0.0
         self._lock = threading.Lock()
+        self._warned_singletons = False
 
     def __call__(self, values: list[float], samples: Sequence[Sample]) -> list[float]:
         if self.method == "none" or not values:
@@ -67,12 +72,28 @@ class Normalizer:
             groups: dict[Any, list[int]] = defaultdict(list)
             for i, s in enumerate(samples):
                 groups[group_key(s)].append(i)
+            if not self._warned_singletons and any(len(idx) == 1 for idx in groups.values()):
+                self._warn_singletons(sum(len(idx) == 1 for idx in groups.values()), len(values))
             out = list(values)
             for idx in groups.values():
                 for i, v in zip(idx, _standardize([values[i] for i in idx], self.scale, self.eps)):
                     out[i] = v
             return out
         return self._running(values)
+
+    def _warn_singletons(self, singletons: int, total: int) -> None:
+        """Once per normaliser: a group of one normalises to 0.0 whatever it scored, so a run
+        whose groups are never formed (unique prompts offline, a trainer that scores one
+        completion per call) would silently pay 0.0 for everything."""
+        import warnings
+
+        self._warned_singletons = True
+        warnings.warn(
+            f"normalize: group got {singletons} of {total} samples alone in their group; a group "
+            "of one normalises to 0.0 whatever it scored (the raw total is kept in "
+            "info['raw_total']). Score a prompt's completions together (offline: rows of one "
+            "prompt adjacent; verl: compute_score_batch with the batch manager), set "
+            "metadata['group'], or use normalize: batch / none", NormalizeWarning, stacklevel=4)
 
     def _running(self, values: list[float]) -> list[float]:
         with self._lock:

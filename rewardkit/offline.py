@@ -3,8 +3,11 @@
 Loss-free and resumable: scored rows are appended to a JSONL journal and flushed chunk by chunk,
 so a run killed at any moment keeps every row already written. Re-running the same command
 reads the journal, drops a half-written last line, and continues after the last complete row;
-a state file beside the output records which input/reward/fields produced it, so a different
-command cannot silently append to it. For non-JSONL outputs the journal is converted at the end.
+a state file beside the output records which input/reward/fields produced it and a fingerprint
+of the input's content, so a different command, or the same command on a rewritten input,
+cannot silently append to it. The data decides, never the state's ``complete`` flag: a rerun
+counts the rows really in the output, checks the first and last against the input, and
+resumes or refuses with the reason. For non-JSONL outputs the journal is converted at the end.
 """
 from __future__ import annotations
 
@@ -19,8 +22,9 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from .dataio import BAD_ROW_KEY, DataError, Source, count_rows, detect_format, dumps, get_field, \
-    read_rows, write_rows
+from .compose import ConfigError
+from .dataio import BAD_ROW_KEY, DataError, Source, count_rows, detect_format, dumps, \
+    fingerprint, fingerprint_changes, get_field, read_rows, write_rows
 from .registry import load
 from .scorer import Scorer
 from .summary import Summary
@@ -64,9 +68,13 @@ def row_to_sample(row: dict[str, Any], fields: Fields) -> Sample:
         completion = get_field(row, fields.completion)
     except KeyError as exc:
         raise SampleError(f"{exc.args[0]} (choose the completion field with --completion-field)") from None
+    if completion is None:
+        raise SampleError(f"field {fields.completion!r} is null in this row (no completion to score)")
     try:
         prompt = get_field(row, fields.prompt)
     except KeyError:
+        prompt = ""
+    if prompt is None:  # a null prompt is no prompt, as a missing one is
         prompt = ""
     reference = None
     if fields.reference:
@@ -75,6 +83,8 @@ def row_to_sample(row: dict[str, Any], fields: Fields) -> Sample:
         except KeyError as exc:
             if fields.require_reference:
                 raise SampleError(f"{exc.args[0]} (choose it with --reference-field)") from None
+        if reference is None and fields.require_reference:
+            raise SampleError(f"field {fields.reference!r} is null in this row (no reference)")
     return Sample(prompt, completion, reference, row)
 
 
@@ -111,9 +121,42 @@ def score_rows(scorer: Scorer, rows: list[dict[str, Any]], fields: Fields) -> li
 _worker: tuple[Scorer, Fields] | None = None
 
 
-def _init_worker(spec: RewardSpec, fields: Fields) -> None:
+def _init_worker(spec: RewardSpec, fields: Fields, parent_pid: int) -> None:
     global _worker
+    die_with_parent(parent_pid)
     _worker = (spec.build(), fields)
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """End this worker process when the process that started it dies, even by SIGKILL.
+
+    A killed ``rewardkit score`` cannot shut its pool down; without this its workers (and, through
+    the pipe they inherit, multiprocessing's resource tracker) would wait for work forever. On
+    Linux the kernel delivers SIGKILL on the parent's death (``prctl(PR_SET_PDEATHSIG)``);
+    elsewhere a daemon thread polls the parent's pid. The check after arming closes the race of
+    a parent that died before the call.
+    """
+    armed = False
+    if sys.platform.startswith("linux"):
+        import ctypes
+        import signal
+
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            armed = libc.prctl(1, int(signal.SIGKILL), 0, 0, 0) == 0  # 1 = PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            armed = False
+    if os.getppid() != parent_pid:
+        os._exit(1)
+    if not armed:
+        import threading
+
+        def watch() -> None:
+            while os.getppid() == parent_pid:
+                time.sleep(1.0)
+            os._exit(1)
+
+        threading.Thread(target=watch, name="rewardkit-parent-watch", daemon=True).start()
 
 
 def _score_in_worker(rows: list[dict[str, Any]]) -> list[tuple[float, dict]]:
@@ -169,29 +212,6 @@ def _chunks(rows: Iterator[dict[str, Any]], size: int, fields: Fields) -> Iterat
         yield chunk
 
 
-def _read_journal(journal: Path, summary: Summary, field_name: str) -> int:
-    """Count complete rows in the journal (feeding the summary) and cut a half-written tail."""
-    if not journal.exists():
-        return 0
-    done = 0
-    good_bytes = 0
-    with open(journal, "rb") as f:
-        for line in f:
-            if not line.endswith(b"\n"):
-                break
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError:
-                break
-            summary.add(row.get(field_name), (row.get(f"{field_name}_info") or {}))
-            done += 1
-            good_bytes += len(line)
-    if good_bytes != journal.stat().st_size:
-        with open(journal, "r+b") as f:
-            f.truncate(good_bytes)
-    return done
-
-
 def run(job: ScoreJob, log: Any = sys.stderr) -> Summary:
     """Score every input row into the output; returns the summary of the whole output."""
     out_fmt = detect_format(job.output, job.output_format, output=True)
@@ -204,7 +224,14 @@ def run(job: ScoreJob, log: Any = sys.stderr) -> Summary:
     state_path = _sidecar(job.output, "rewardkit-state.json")
 
     # Build the reward before touching any output, so a bad reward or option leaves no trace.
-    scorer: Scorer | None = job.reward.build()
+    try:
+        scorer: Scorer | None = job.reward.build()
+    except (TypeError, ValueError) as exc:  # a bad option value: a usage error, not a crash
+        if isinstance(exc, ConfigError):
+            raise
+        prefix = f"reward {job.reward.name_or_config!r}"
+        message = str(exc) if str(exc).startswith(prefix) else f"{prefix}: {exc}"
+        raise ConfigError(message) from exc
     if job.workers > 1:  # each worker builds its own; this one only checked the spec
         scorer.close()
         scorer = None
@@ -215,6 +242,90 @@ def run(job: ScoreJob, log: Any = sys.stderr) -> Summary:
             scorer.close()
 
 
+def _read_journal(journal: Path, summary: Summary, field_name: str) -> tuple[int, dict, dict]:
+    """Count complete rows in the journal (feeding the summary) and cut a half-written tail.
+
+    Returns (rows, first row, last row); the two rows let the caller check that the journal
+    was written from the input it is about to continue."""
+    if not journal.exists():
+        return 0, {}, {}
+    done = 0
+    good_bytes = 0
+    first: dict = {}
+    last: dict = {}
+    with open(journal, "rb") as f:
+        for line in f:
+            if not line.endswith(b"\n"):
+                break
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                break
+            if not isinstance(row, dict):
+                break
+            summary.add(row.get(field_name), (row.get(f"{field_name}_info") or {}))
+            if not done:
+                first = row
+            last = row
+            done += 1
+            good_bytes += len(line)
+    if good_bytes != journal.stat().st_size:
+        with open(journal, "r+b") as f:
+            f.truncate(good_bytes)
+    return done, first, last
+
+
+def _input_part(row: dict[str, Any], field_name: str) -> Any:
+    """The input fields of a row as the journal stores them (JSON round trip, no reward)."""
+    kept = {k: v for k, v in row.items()
+            if k not in (BAD_ROW_KEY, field_name, f"{field_name}_info")}
+    return json.loads(dumps(kept))
+
+
+def _check_state(job: ScoreJob, state: dict[str, Any], identity: dict[str, Any],
+                 fp: dict[str, Any] | None) -> None:
+    """Refuse to continue an output written by another command or from another input."""
+    if state.get("identity") != identity:
+        raise DataError(
+            f"{job.output!r} was written by a different run (input, reward, options or fields "
+            "differ); pass --overwrite to start again or choose another output"
+        )
+    old = state.get("input_fingerprint")
+    if old is not None and fp is not None:
+        changes = fingerprint_changes(old, fp)
+        if changes:
+            raise DataError(
+                f"input {job.input!r} changed since {job.output!r} was started "
+                f"({'; '.join(changes)}); its rows would not match the rows already scored. "
+                "Pass --overwrite to score the new input from the start, or choose another output"
+            )
+
+
+def _summary_of_finished_output(job: ScoreJob, out_fmt: str, source: Source) -> Summary:
+    """A non-JSONL output marked complete: believe it only if it still holds every input row."""
+    summary = Summary(job.reward.name_or_config)
+    for row in read_rows(Source(job.output, out_fmt)):
+        info = row.get(f"{job.output_field}_info") or {}
+        if isinstance(info, str):
+            try:
+                info = json.loads(info)
+            except json.JSONDecodeError:
+                info = {"error": "unreadable reward_info", "error_kind": "bad_output"}
+        summary.add(row.get(job.output_field), info)
+    expected = count_rows(source)
+    if expected is None:
+        expected = sum(1 for _ in read_rows(source))
+    if summary.count != expected:
+        raise DataError(
+            f"{job.output!r} is marked complete but holds {summary.count} rows for "
+            f"{expected} input rows: it was changed after the run finished. Pass --overwrite "
+            "to score it again"
+        )
+    summary.already_complete = True
+    summary.resumed = summary.count
+    return summary
+
+
 def _resume_or_start(job: ScoreJob, scorer: Scorer | None, source: Source, out_fmt: str,
                      journal: Path, state_path: Path, log: Any) -> Summary:
     identity = job.identity()
@@ -223,36 +334,46 @@ def _resume_or_start(job: ScoreJob, scorer: Scorer | None, source: Source, out_f
             p.unlink(missing_ok=True)
         if os.path.isfile(job.output):
             os.remove(job.output)
+    fp = fingerprint(source)
+    state: dict[str, Any] | None = None
     if state_path.exists():
-        state = json.loads(state_path.read_text())
-        if state.get("identity") != identity:
-            raise DataError(
-                f"{job.output!r} was written by a different run (input, reward, options or fields "
-                "differ); pass --overwrite to start again or choose another output"
-            )
-        if state.get("complete"):
-            summary = Summary(job.reward.name_or_config)
-            for row in read_rows(Source(job.output, out_fmt)):
-                info = row.get(f"{job.output_field}_info") or {}
-                summary.add(row.get(job.output_field),
-                            json.loads(info) if isinstance(info, str) else info)
-            summary.already_complete = True
-            return summary
+        try:
+            state = json.loads(state_path.read_text())
+        except json.JSONDecodeError as exc:
+            raise DataError(f"state file {str(state_path)!r} is unreadable ({exc}); pass "
+                            "--overwrite to start again") from exc
+        _check_state(job, state, identity, fp)
+        if state.get("complete") and out_fmt != "jsonl" and not journal.exists():
+            return _summary_of_finished_output(job, out_fmt, source)
     elif os.path.exists(job.output):
         raise DataError(
             f"output {job.output!r} already exists and was not written by rewardkit score; "
             "pass --overwrite to replace it"
         )
     Path(job.output).parent.mkdir(parents=True, exist_ok=True)
-    state_path.write_text(json.dumps({"identity": identity, "complete": False}))
+    state_path.write_text(json.dumps({"identity": identity, "input_fingerprint": fp,
+                                      "complete": False}))
 
+    # The journal, not the state's flag, says how far the output got.
     summary = Summary(job.reward.name_or_config)
-    done = _read_journal(journal, summary, job.output_field)
+    done, first, last = _read_journal(journal, summary, job.output_field)
     summary.resumed = done
     total = count_rows(source) if job.progress else None
     rows = read_rows(source)
-    for _ in range(done):
-        next(rows, None)
+    for i in range(done):
+        row = next(rows, None)
+        if row is None:
+            raise DataError(
+                f"{job.output!r} holds {done} rows but input {job.input!r} has only {i}; pass "
+                "--overwrite to score the input again"
+            )
+        if i in (0, done - 1) and _input_part(row, job.output_field) != _input_part(
+                first if i == 0 else last, job.output_field):
+            raise DataError(
+                f"row {i + 1} of {job.output!r} does not hold row {i + 1} of input "
+                f"{job.input!r}: the output was written from other data. Pass --overwrite to "
+                "score the input again"
+            )
 
     bar = None
     if job.progress:
@@ -284,7 +405,7 @@ def _resume_or_start(job: ScoreJob, scorer: Scorer | None, source: Source, out_f
             else:
                 pool = ProcessPoolExecutor(job.workers, mp_context=get_context("spawn"),
                                            initializer=_init_worker,
-                                           initargs=(job.reward, job.fields))
+                                           initargs=(job.reward, job.fields, os.getpid()))
                 _run_pool(pool, chunks, job.workers * 2, emit)
     finally:
         if bar is not None:
@@ -292,10 +413,12 @@ def _resume_or_start(job: ScoreJob, scorer: Scorer | None, source: Source, out_f
         if pool is not None:
             pool.shutdown(cancel_futures=True)
     summary.elapsed_s = time.perf_counter() - start
+    summary.already_complete = done > 0 and summary.count == done
     if out_fmt != "jsonl":
         write_rows(_journal_rows(journal), job.output, out_fmt)
         journal.unlink()
-    state_path.write_text(json.dumps({"identity": identity, "complete": True}))
+    state_path.write_text(json.dumps({"identity": identity, "input_fingerprint": fp,
+                                      "complete": True, "rows": summary.count}))
     return summary
 
 

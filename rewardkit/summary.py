@@ -15,7 +15,10 @@ class Summary:
     reward: str
     count: int = 0
     errors: Counter = field(default_factory=Counter)
+    error_examples: dict = field(default_factory=dict)  # error_kind -> its first message
+    reasons: Counter = field(default_factory=Counter)  # why scored rows got what they got
     values: array = field(default_factory=lambda: array("d"))  # 8 bytes a row
+    raw_totals: array = field(default_factory=lambda: array("d"))  # before normalisation
     resumed: int = 0
     elapsed_s: float = 0.0
     already_complete: bool = False
@@ -23,9 +26,35 @@ class Summary:
     def add(self, value: Any, info: Mapping[str, Any]) -> None:
         self.count += 1
         if "error" in info:
-            self.errors[str(info.get("error_kind") or "error")] += 1
+            kind = str(info.get("error_kind") or "error")
+            self.errors[kind] += 1
+            self.error_examples.setdefault(kind, str(info["error"])[:300])
+        else:
+            self._count_reasons(info)
+        raw = info.get("raw_total")
+        if isinstance(raw, (int, float)) and not math.isnan(raw):
+            self.raw_totals.append(float(raw))
         if isinstance(value, (int, float)) and not math.isnan(value):
             self.values.append(float(value))
+
+    def _count_reasons(self, info: Mapping[str, Any]) -> None:
+        """Count verdict reasons (``too_large``, ``timeout``, ``unparsable``, ...): a row that was
+        not read at all must show in the summary even though it is not an error. A composition
+        keeps each component's info under the component's name."""
+        reason = info.get("reason")
+        if isinstance(reason, str):
+            self.reasons[reason] += 1
+        for name, sub in info.items():
+            if isinstance(sub, Mapping) and isinstance(sub.get("reason"), str):
+                self.reasons[f"{name}: {sub['reason']}"] += 1
+
+    @property
+    def error_count(self) -> int:
+        return sum(self.errors.values())
+
+    @property
+    def error_fraction(self) -> float:
+        return self.error_count / self.count if self.count else 0.0
 
     @property
     def mean(self) -> float:
@@ -59,6 +88,9 @@ class Summary:
                 "min": min(self.values) if self.values else None,
                 "max": max(self.values) if self.values else None,
                 "histogram": self.histogram(), "errors": dict(self.errors),
+                "error_examples": dict(self.error_examples), "reasons": dict(self.reasons),
+                "raw_total_mean": (sum(self.raw_totals) / len(self.raw_totals)
+                                   if self.raw_totals else None),
                 "resumed_rows": self.resumed, "elapsed_s": self.elapsed_s}
 
     def format(self) -> str:
@@ -73,14 +105,21 @@ class Summary:
         if self.values:
             lines.append(f"mean: {self.mean:.4f}  std: {self.std:.4f}  "
                          f"min: {min(self.values):g}  max: {max(self.values):g}")
+            if self.raw_totals:
+                lines.append(f"raw total (before normalisation) mean: "
+                             f"{sum(self.raw_totals) / len(self.raw_totals):.4f}")
             hist = self.histogram()
             top = max(c for _, c in hist)
             width = max(len(label) for label, _ in hist)
             lines.append("histogram:")
             for label, c in hist:
                 lines.append(f"  {label:>{width}} | {'#' * round(30 * c / top):<30} {c}")
-        total_errors = sum(self.errors.values())
+        if self.reasons:
+            lines.append("reasons: " + ", ".join(f"{k}: {v}" for k, v in self.reasons.most_common()))
+        total_errors = self.error_count
         lines.append(f"errors: {total_errors}" + (
             " (" + ", ".join(f"{k}: {v}" for k, v in self.errors.most_common()) + ")"
             if total_errors else ""))
+        for kind, _ in self.errors.most_common(3):
+            lines.append(f"  first {kind}: {self.error_examples[kind]}")
         return "\n".join(lines)

@@ -4,6 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence, Union
 
+from .text import strip_end_tokens
+
 Message = Mapping[str, Any]
 Text = Union[str, Sequence[Message]]
 
@@ -86,8 +88,9 @@ class Sample:
 
     @property
     def completion_text(self) -> str:
-        """The completion as text: itself, or its last assistant message."""
-        return last_text(self.completion, "assistant")
+        """The completion as text: itself, or its last assistant message, without trailing
+        chat-template end tokens (``<|im_end|>``, ``</s>``, ...; see :mod:`rewardkit.text`)."""
+        return strip_end_tokens(last_text(self.completion, "assistant"))
 
     @property
     def prompt_text(self) -> str:

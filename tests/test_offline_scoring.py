@@ -142,7 +142,8 @@ def test_resume_after_a_half_written_line_continues_without_duplicates(tmp_path)
 def test_resume_refuses_an_output_from_a_different_run(tmp_path, capsys):
     write_jsonl(tmp_path / "in.jsonl", rows(5))
     out = str(tmp_path / "o.jsonl")
-    assert main(["score", str(tmp_path / "in.jsonl"), "-r", "exact_match", "-q", "-o", out]) == 0
+    assert main(["score", str(tmp_path / "in.jsonl"), "-r", "exact_match", "-q", "-o", out,
+                 "--reference-field", "reward_model.ground_truth"]) == 0
     assert main(["score", str(tmp_path / "in.jsonl"), "-r", "regex", "-O", "pattern=1", "-q",
                  "-o", out]) != 0
     assert "different run" in capsys.readouterr().err

@@ -40,8 +40,9 @@ class TRLReward:
             reward needs no reference.
         error_value: what TRL receives for a sample that could not be scored; None means "no
             reward" (TRL skips it in the sum).
-        log_metrics: report the error rate and each component's mean through TRL's
-            ``log_metric`` hook, as ``<name>/error_rate`` and ``<name>/<component>``.
+        log_metrics: report the error rate, each component's mean and, for a normalised
+            composition, the mean raw (unnormalised) total through TRL's ``log_metric`` hook, as
+            ``<name>/error_rate``, ``<name>/<component>`` and ``<name>/raw_total``.
     """
 
     def __init__(self, scorer: Scorer, reference_column: str | None = "reference",
@@ -128,6 +129,12 @@ class TRLReward:
                       if name in s.components and math.isfinite(s.components[name])]
             if values:
                 log_metric(f"{self.__name__}/{name}", sum(values) / len(values))
+        # A normalised composition: TRL's own rewards/<name>/mean is the normalised mean (about
+        # 0 by construction); the raw total is what the policy actually earned.
+        raw = [s.info["raw_total"] for s in scores if s.ok and isinstance(
+            s.info.get("raw_total"), (int, float)) and math.isfinite(s.info["raw_total"])]
+        if raw:
+            log_metric(f"{self.__name__}/raw_total", sum(raw) / len(raw))
 
 
 def to_trl(scorer_or_name: Scorer | str | Mapping[str, Any], reference_column: str | None = "reference",
@@ -148,7 +155,9 @@ def to_trl(scorer_or_name: Scorer | str | Mapping[str, Any], reference_column: s
             made-up value. A float, e.g. ``0.0`` or ``-1.0``, is used as the reward instead.
         log_metrics: report ``<name>/error_rate`` and each component's batch mean through TRL's
             ``log_metric`` hook (ignored by TRL versions without it).
-        name: the name TRL logs the reward under (default: the Scorer's name).
+        name: the name TRL logs the reward under (default: the Scorer's name; a composition file
+            without ``name:`` is named after the file, e.g. ``math_format.yaml`` →
+            ``math_format``).
         **options: options for the reward, as in ``rewardkit.load(name, **options)``.
 
     Each completion becomes a :class:`~rewardkit.Sample`: ``prompt`` and ``completion`` as TRL

@@ -69,7 +69,7 @@ DATA_SOURCE_REWARDS: tuple[tuple[str, RewardSpec], ...] = (
 preprocessing scripts (``openai/gsm8k``, ``lighteval/MATH``, ``DigitalLearningGmbH/MATH-lighteval``,
 ``math_dapo``, ``aime*``, ``numina_*``, ``codecontests``, ``apps``, ``taco``, ``codeforces``)."""
 
-RESERVED_KEYS = ("score", "error")
+RESERVED_KEYS = ("score", "error", "raw_total", "extra_info")
 """Keys of the returned dict that are not components; a component with one of these names is
 reported as ``<name>_component``."""
 
@@ -84,8 +84,12 @@ class UnmappedDataSourceError(ValueError):
 
 def compute_score(data_source: str, solution_str: str, ground_truth: Any,
                   extra_info: Mapping[str, Any] | None = None, reward_config: str | None = None,
-                  **verl_kwargs: Any) -> dict[str, Any]:
+                  components: bool = True, **verl_kwargs: Any) -> dict[str, Any]:
     """Score one verl rollout with the rewardkit reward chosen for its data source.
+
+    This is the function for verl's per-sample reward managers: the reward loop
+    (``reward_model.use_reward_loop=true``, verl's current default) and the legacy ``naive``
+    manager. Both call it with keyword arguments, one row at a time.
 
     Args:
         data_source: the row's ``data_source`` (picks the reward, see the module docstring).
@@ -97,8 +101,13 @@ def compute_score(data_source: str, solution_str: str, ground_truth: Any,
         reward_config: path of a reward config file; verl passes it from
             ``custom_reward_function.reward_kwargs.reward_config``. It reaches every worker, which
             an environment variable set on the driver may not. Overrides ``REWARDKIT_VERL_CONFIG``.
-        **verl_kwargs: extras some verl versions pass (``sandbox_fusion_url``, semaphores);
-            accepted and not used.
+        components: report each component of a composition as its own key (default). verl's
+            reward loop takes the keys of a batch's *first* row for every row, so a dataset whose
+            rows use compositions with different component names needs ``components=False``
+            (``reward_kwargs.components=false``): then only ``score``, ``error`` (and
+            ``raw_total``) are returned.
+        **verl_kwargs: extras some verl versions pass (``reward_router_address``,
+            ``reward_model_tokenizer``, ``sandbox_fusion_url``, semaphores); accepted and not used.
 
     Returns:
         ``{"score": value, <component>: value, ..., "error": message}``. ``"score"`` is the
@@ -108,18 +117,24 @@ def compute_score(data_source: str, solution_str: str, ground_truth: Any,
         A sample that could not be scored gets the reward's ``error_value`` (default 0.0).
     """
     return compute_score_batch([data_source], [solution_str], [ground_truth], [extra_info],
-                               reward_config=reward_config)[0]
+                               reward_config=reward_config, components=components)[0]
 
 
 def compute_score_batch(data_sources: Sequence[str], solution_strs: Sequence[str],
                         ground_truths: Sequence[Any],
                         extra_infos: Sequence[Mapping[str, Any] | None] | None = None,
-                        reward_config: str | None = None, **verl_kwargs: Any) -> list[dict[str, Any]]:
-    """Score a whole verl batch; for ``reward_model.reward_manager=batch``.
+                        reward_config: str | None = None, components: bool = True,
+                        **verl_kwargs: Any) -> list[dict[str, Any]]:
+    """Score a whole verl batch; for ``reward_model.reward_manager=batch`` (with
+    ``reward_model.use_reward_loop=false``), which calls it with the keyword arguments
+    ``data_sources``, ``solution_strs``, ``ground_truths``, ``extra_infos``.
 
     Rows are grouped by the reward that scores them and each group is scored in one
     ``Scorer.score`` call, so rewards that batch (process pools, models) see the whole batch.
     Arguments and the returned dicts are as in :func:`compute_score`, one per row, in order.
+    Every row's dict has the same keys (verl stacks each key into one array per batch): a
+    component that a row's reward does not have is NaN in that row ("not applicable", left out
+    by NaN-aware means), never a made-up 0.0.
     """
     n = len(data_sources)
     infos = list(extra_infos) if extra_infos is not None else [None] * n
@@ -141,8 +156,19 @@ def compute_score_batch(data_sources: Sequence[str], solution_strs: Sequence[str
         samples = [_sample(data_sources[i], solution_strs[i], ground_truths[i], infos[i])
                    for i in rows]
         for i, score in zip(rows, scorers[key].score(samples)):
-            results[i] = to_verl_result(score)
-    return results
+            results[i] = to_verl_result(score, components)
+    return _same_keys(results)
+
+
+def _same_keys(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every dict with the union of all keys, in one order; a missing metric is NaN."""
+    keys: dict[str, None] = {}
+    for r in results:
+        keys.update(dict.fromkeys(r))
+    if all(len(r) == len(keys) for r in results):
+        return results
+    order = ["score", *(k for k in keys if k not in ("score", "error")), "error"]
+    return [{k: r.get(k, "" if k == "error" else float("nan")) for k in order} for r in results]
 
 
 def reward_spec(data_source: str, extra_info: Mapping[str, Any] | None = None,
@@ -158,9 +184,9 @@ def reward_spec(data_source: str, extra_info: Mapping[str, Any] | None = None,
                     f"extra_info['reward_options'] must be a mapping of options, got "
                     f"{type(options).__name__}"
                 )
-            return {"reward": chosen, "options": dict(options)}
+            return {"reward": chosen, "options": _without_nulls(_plain(options))}
         if isinstance(chosen, Mapping):
-            return dict(chosen)
+            return _without_nulls(_plain(chosen))
         raise ValueError(
             f"extra_info['reward'] must be a reward name or a config mapping, got "
             f"{type(chosen).__name__}"
@@ -178,11 +204,15 @@ def reward_spec(data_source: str, extra_info: Mapping[str, Any] | None = None,
     raise UnmappedDataSourceError(_unmapped_message(source))
 
 
-def to_verl_result(score: Score) -> dict[str, Any]:
-    """A Score as verl's result dict: ``score``, one float per component, ``error``."""
+def to_verl_result(score: Score, components: bool = True) -> dict[str, Any]:
+    """A Score as verl's result dict: ``score``, one float per component, ``raw_total`` (the
+    total before normalisation, for normalised compositions), ``error``."""
     out: dict[str, Any] = {"score": float(score.value)}
-    for name, value in score.components.items():
-        out[f"{name}_component" if name in RESERVED_KEYS else name] = float(value)
+    if components:
+        for name, value in score.components.items():
+            out[f"{name}_component" if name in RESERVED_KEYS else name] = float(value)
+    if "raw_total" in score.info:
+        out["raw_total"] = float(score.info["raw_total"])
     out["error"] = score.error or ""
     return out
 
@@ -219,6 +249,15 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def _without_nulls(value: Any) -> Any:
+    """A mapping without None-valued keys, recursively. Parquet stores ``extra_info`` as one
+    struct column, so every row gets the union of all rows' keys, with None where a row had
+    none: ``{"pattern": None}`` in a math row is "no option", not an option."""
+    if isinstance(value, Mapping):
+        return {k: _without_nulls(v) for k, v in value.items() if v is not None}
+    return value
+
+
 def _spec_key(spec: Mapping[str, Any]) -> str:
     return json.dumps(_plain(dict(spec)), sort_keys=True, default=str)
 
@@ -250,9 +289,10 @@ def _config_file(path: str | None) -> dict[str, Any]:
     with _lock:
         if path in _file_configs:
             return _file_configs[path]
-    from rewardkit.compose import ConfigError, read_config_file
+    from rewardkit.compose import ConfigError, read_config_file, warn_misplaced_keys
 
     data = read_config_file(Path(path))  # its errors name the file
+    warn_misplaced_keys(data, path)
     sources = data.pop("data_sources", None) or {}
     if not isinstance(sources, Mapping):
         raise ConfigError(
