@@ -1,19 +1,31 @@
 """Math-Verify against rewardkit's ``math`` reward on the same cases, in one run.
 
-1. Agreement with the labels of ``data/math_equivalence.jsonl`` (each row scored with its own
-   options by rewardkit; Math-Verify has no options and is scored as is).
-2. Throughput on the RL-like mix of ``benchmarks/math_rl_mix.py`` (distinct pairs), and on a
-   small set only the sympy path can judge (the slow end): Math-Verify
-   single-process against rewardkit with one worker process and with its default pool, with the
-   worker pool already started (as in training, where it persists across steps).
+Accuracy, each side by side:
 
-Run: ``python benchmarks/bench_math.py [--pairs 2400] [--skip-labeled]``. Needs the ``bench``
-extra (``math-verify``). On a shared machine the timings are noisy; the ratio is what to read.
+1. ``data/math_equivalence.jsonl`` — rewardkit's own labelled set (each row with its options).
+2. ``data/math_oracle_cases.jsonl`` — the cases of Math-Verify's own test suite, restated and
+   adapted (rewardkit's ``eval`` preset); rows marked with a ``policy`` are documented
+   differences (docs/math.md) and are counted apart.
+3. ``data/math_realistic.jsonl`` — completions written as models write them (GSM8K and MATH
+   chain of thought, Minerva's "Final Answer", reasoning models with ``<think>``, ``<answer>``).
+4. ``data/math_hacks.jsonl`` — completions that try to get a reward without the answer; the
+   figure is how many each side refuses.
+
+Throughput (distinct completions per second, pool already started, as in training), in pairs
+that alternate which side runs first: the old RL-like mix (``math_rl_mix.make_mix``: mostly
+plain numbers) and a realistic chain-of-thought mix (the realistic set, each completion varied
+into ``--copies`` distinct ones, as the samples of one prompt in GRPO). Also the worker pool's
+start-up cost.
+
+Run: ``python benchmarks/bench_math.py [--pairs 3] [--copies 6]``. Needs the ``bench`` extra
+(``math-verify``). On a shared machine timings are noisy; read the ratio within a pair.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import logging
+import random
 import sys
 import time
 from collections import defaultdict
@@ -23,13 +35,15 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import rewardkit  # noqa: E402
-from math_rl_mix import make_hard, make_mix  # noqa: E402
+from math_rl_mix import make_mix  # noqa: E402
 from rewardkit import Sample  # noqa: E402
 
 
-def math_verify_judge():
-    import logging
+def load(name: str) -> list[dict]:
+    return [json.loads(x) for x in (ROOT / "data" / name).read_text().splitlines() if x.strip()]
 
+
+def math_verify_judge():
     from math_verify import parse, verify
 
     # Math-Verify logs every timeout (with the whole input) as a warning; the counts are what
@@ -38,87 +52,187 @@ def math_verify_judge():
 
     def judge(gold: str, completion: str) -> float:
         try:
-            return float(verify(parse("\\boxed{" + gold + "}"), parse(completion)))
+            bare = not any(m in gold for m in ("$", "\\boxed", "\\[", "\\(", "\n"))
+            g = parse("$" + gold + "$") if bare else parse(gold)
+            return float(verify(g, parse(completion)))
         except Exception:  # noqa: BLE001 - a failure counts as 0, as Math-Verify's own default
             return 0.0
 
     return judge
 
 
-def labeled_agreement(rows: list[dict]) -> tuple[float, float, list, list]:
-    mv = math_verify_judge()
-    mv_right, mv_wrong = 0, []
-    for r in rows:
-        if mv(r["gold"], r["completion"]) == r["expected"]:
-            mv_right += 1
-        else:
-            mv_wrong.append(r["id"])
-    groups: dict[str, list[dict]] = defaultdict(list)
-    for r in rows:
-        groups[json.dumps(r["options"], sort_keys=True)].append(r)
-    rk_right, rk_wrong = 0, []
-    for options, rs in groups.items():
-        with rewardkit.load("math", **json.loads(options)) as v:
-            for r, s in zip(rs, v.score([Sample("", r["completion"], r["gold"]) for r in rs])):
-                if s.value == r["expected"]:
-                    rk_right += 1
-                else:
-                    rk_wrong.append(r["id"])
-    return mv_right / len(rows), rk_right / len(rows), mv_wrong, rk_wrong
-
-
-def throughput(pairs: list[dict], batch: int) -> dict[str, tuple[float, float]]:
-    out = {}
-    mv = math_verify_judge()
-    start = time.perf_counter()
-    mv_scores = [mv(p["gold"], p["completion"]) for p in pairs]
-    elapsed = time.perf_counter() - start
-    out["Math-Verify (1 process)"] = (len(pairs) / elapsed, _accuracy(mv_scores, pairs))
-    samples = [Sample("", p["completion"], p["gold"]) for p in pairs]
-    for label, kwargs in (("rewardkit (1 worker)", {"workers": 1}),
-                          ("rewardkit (default pool)", {})):
-        with rewardkit.load("math", **kwargs) as v:
-            v.score([Sample("", r"\boxed{\sin x}", r"\sin x")] * v.options.n_workers)  # start pool
-            start = time.perf_counter()
-            scores = []
-            for i in range(0, len(samples), batch):
-                scores += [s.value for s in v.score(samples[i:i + batch])]
-            elapsed = time.perf_counter() - start
-        out[label] = (len(pairs) / elapsed, _accuracy(scores, pairs))
+def rewardkit_scores(rows: list[dict], preset: str, with_prompt: bool = True) -> list[float]:
+    groups: dict[str, list[int]] = defaultdict(list)
+    for k, r in enumerate(rows):
+        groups[json.dumps(r.get("options", {}), sort_keys=True)].append(k)
+    out = [0.0] * len(rows)
+    for options, idx in groups.items():
+        opts = {"preset": preset, **json.loads(options)}
+        with rewardkit.load("math", **opts) as v:
+            samples = [Sample(rows[k].get("prompt", "") if with_prompt else "",
+                              rows[k]["completion"], rows[k]["gold"]) for k in idx]
+            for k, s in zip(idx, v.score(samples)):
+                out[k] = s.value
     return out
 
 
-def _accuracy(scores: list[float], pairs: list[dict]) -> float:
-    return sum((s == 1.0) == p["correct"] for s, p in zip(scores, pairs)) / len(pairs)
+def agreement(scores: list[float], rows: list[dict]) -> tuple[int, int, list]:
+    wrong = [r["id"] for s, r in zip(scores, rows) if s != r["expected"]]
+    return len(rows) - len(wrong), len(rows), wrong
+
+
+def accuracy_section() -> None:
+    mv = math_verify_judge()
+    print("== accuracy (agreement with the labels) ==")
+    labeled = load("math_equivalence.jsonl")
+    rk = [0.0] * len(labeled)
+    groups: dict[str, list[int]] = defaultdict(list)
+    for k, r in enumerate(labeled):
+        groups[json.dumps(r["options"], sort_keys=True)].append(k)
+    for options, idx in groups.items():
+        with rewardkit.load("math", **json.loads(options)) as v:
+            for k, s in zip(idx, v.score([Sample("", labeled[k]["completion"], labeled[k]["gold"])
+                                          for k in idx])):
+                rk[k] = s.value
+    _print_pair("rewardkit's labelled set", labeled, [mv(r["gold"], r["completion"])
+                                                     for r in labeled], rk)
+
+    oracle = load("math_oracle_cases.jsonl")
+    mv_o = [mv(r["gold"], r["completion"]) for r in oracle]
+    rk_o = rewardkit_scores(oracle, "eval")
+    plain = [k for k, r in enumerate(oracle) if not r["policy"]]
+    policy = [k for k, r in enumerate(oracle) if r["policy"]]
+    _print_pair(f"Math-Verify's suite, non-policy cases (rewardkit eval preset)",
+                [oracle[k] for k in plain], [mv_o[k] for k in plain], [rk_o[k] for k in plain])
+    print(f"  documented policy differences ({len(policy)} cases; rewardkit agrees with "
+          f"{sum(rk_o[k] == oracle[k]['expected'] for k in policy)}):")
+    for name in sorted({oracle[k]["policy"] for k in policy}):
+        print(f"    {name}: ids {[oracle[k]['id'] for k in policy if oracle[k]['policy'] == name]}")
+
+    real = load("math_realistic.jsonl")
+    mv_r = [mv(r["gold"], r["completion"]) for r in real]
+    _print_pair("realistic completions (default preset, prompt given)", real, mv_r,
+                rewardkit_scores(real, "default"))
+    _print_pair("realistic completions (eval preset)", real, mv_r, rewardkit_scores(real, "eval"))
+
+    hacks = load("math_hacks.jsonl")
+    mv_h = [mv(r["gold"], r["completion"]) for r in hacks]
+    rk_h = rewardkit_scores(hacks, "default")
+    rk_he = rewardkit_scores(hacks, "eval")
+    print(f"\nhack list ({len(hacks)} completions that must score 0): refused by")
+    print(f"  Math-Verify {sum(s == 0 for s in mv_h):3d}   rewardkit default {sum(s == 0 for s in rk_h):3d}"
+          f"   rewardkit eval {sum(s == 0 for s in rk_he):3d}")
+    print(f"  rewarded by Math-Verify: {[hacks[k]['kind'] for k, s in enumerate(mv_h) if s]}")
+    print(f"  rewarded by rewardkit default: {[hacks[k]['kind'] for k, s in enumerate(rk_h) if s]}")
+    print(f"  rewarded by rewardkit eval: {[hacks[k]['kind'] for k, s in enumerate(rk_he) if s]}")
+
+
+def _print_pair(title: str, rows: list[dict], mv: list[float], rk: list[float]) -> None:
+    a, n, mv_wrong = agreement(mv, rows)
+    b, _, rk_wrong = agreement(rk, rows)
+    print(f"\n{title}: {n} cases")
+    print(f"  Math-Verify {a / n:7.1%} ({a}/{n})   rewardkit {b / n:7.1%} ({b}/{n})")
+    print(f"  ids Math-Verify disagrees on: {mv_wrong[:40]}")
+    print(f"  ids rewardkit disagrees on:   {rk_wrong[:40]}")
+
+
+def realistic_mix(copies: int, seed: int = 3) -> list[dict]:
+    """Each realistic completion varied into ``copies`` distinct ones (a different worked number
+    in the reasoning), as the samples of one prompt."""
+    rng = random.Random(seed)
+    out = []
+    for r in load("math_realistic.jsonl"):
+        for c in range(copies):
+            note = f"(Check {c}: {rng.randint(2, 999)} + {rng.randint(2, 999)} is a side computation.)\n"
+            out.append({"gold": r["gold"], "completion": note + r["completion"],
+                        "correct": bool(r["expected"]), "prompt": r.get("prompt", "")})
+    rng.shuffle(out)
+    return out
+
+
+def needs_sympy(pairs: list[dict]) -> int:
+    from rewardkit.verifiers.math.config import make_options
+    from rewardkit.verifiers.math.extract import extract
+    from rewardkit.verifiers.math.judge import distinct_candidates, judge, prepare_gold
+
+    opts = make_options("default")
+    count = 0
+    for p in pairs:
+        ex = extract(p["completion"], opts)
+        if ex.candidates:
+            try:
+                gold = prepare_gold(p["gold"], opts)
+            except ValueError:
+                continue
+            if judge(gold, distinct_candidates(ex.candidates, opts), opts) is None:
+                count += 1
+    return count
+
+
+def time_mv(pairs: list[dict]) -> tuple[float, list[float]]:
+    mv = math_verify_judge()
+    start = time.perf_counter()
+    scores = [mv(p["gold"], p["completion"]) for p in pairs]
+    return len(pairs) / (time.perf_counter() - start), scores
+
+
+def time_rk(verifier, pairs: list[dict], batch: int) -> tuple[float, list[float]]:
+    samples = [Sample(p.get("prompt", ""), p["completion"], p["gold"]) for p in pairs]
+    start = time.perf_counter()
+    scores: list[float] = []
+    for i in range(0, len(samples), batch):
+        scores += [s.value for s in verifier.score(samples[i:i + batch])]
+    return len(pairs) / (time.perf_counter() - start), scores
+
+
+def throughput_section(pairs_n: int, copies: int, batch: int, mix_n: int) -> None:
+    print("\n== throughput (pairs per second; pool started) ==")
+    start = time.perf_counter()
+    with rewardkit.load("math") as v:
+        v.score([Sample("", r"\boxed{x \geq 2}", r"[2, \infty)")])  # needs sympy
+        cold = time.perf_counter() - start
+        start = time.perf_counter()
+        v.score([Sample("", r"\boxed{x \geq 3}", r"[3, \infty)")])
+        warm = time.perf_counter() - start
+    print(f"pool start-up: first sympy verdict {cold:.2f}s cold, then {warm * 1000:.1f} ms")
+    real = realistic_mix(copies)
+    mixes = (("old RL-like mix (mostly plain numbers)", make_mix(mix_n)),
+             ("realistic chain-of-thought mix", real),
+             ("its MATH-style part (golds that are not plain integers)",
+              [p for p in real if not p["gold"].lstrip("-").isdigit()]))
+    for title, pairs in mixes:
+        print(f"\n{title}: {len(pairs)} distinct pairs, {needs_sympy(pairs)} need sympy; "
+              f"batches of {batch}")
+        with rewardkit.load("math") as v:
+            v.score([Sample("", r"\boxed{x \geq 2}", r"[2, \infty)")] * v.options.n_workers)  # start pool
+            ratios = []
+            for k in range(pairs_n):
+                if k % 2 == 0:
+                    mv_rate, _ = time_mv(pairs)
+                    rk_rate, _ = time_rk(v, pairs, batch)
+                else:
+                    rk_rate, _ = time_rk(v, pairs, batch)
+                    mv_rate, _ = time_mv(pairs)
+                ratios.append(rk_rate / mv_rate)
+                print(f"  pair {k + 1} ({'Math-Verify' if k % 2 == 0 else 'rewardkit'} first): "
+                      f"Math-Verify {mv_rate:8.0f}/s   rewardkit {rk_rate:8.0f}/s   "
+                      f"ratio x{rk_rate / mv_rate:.1f}")
+            print(f"  ratio over pairs: min x{min(ratios):.1f}, max x{max(ratios):.1f}")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--pairs", type=int, default=2400)
+    ap.add_argument("--pairs", type=int, default=3, help="timing pairs per mix")
+    ap.add_argument("--copies", type=int, default=6, help="variants of each realistic completion")
+    ap.add_argument("--mix", type=int, default=1200, help="pairs of the old RL-like mix")
     ap.add_argument("--batch", type=int, default=256, help="samples per score() call")
-    ap.add_argument("--hard", type=int, default=60, help="sympy-only pairs")
-    ap.add_argument("--skip-labeled", action="store_true")
+    ap.add_argument("--skip-accuracy", action="store_true")
+    ap.add_argument("--skip-throughput", action="store_true")
     args = ap.parse_args()
-
-    if not args.skip_labeled:
-        rows = [json.loads(x) for x in (ROOT / "data" / "math_equivalence.jsonl").read_text()
-                .splitlines() if x.strip()]
-        mv_acc, rk_acc, mv_wrong, rk_wrong = labeled_agreement(rows)
-        print(f"labeled set ({len(rows)} rows): agreement with labels")
-        print(f"  Math-Verify {mv_acc:7.1%}   rewardkit {rk_acc:7.1%}")
-        print(f"  rows Math-Verify gets wrong: {mv_wrong}")
-        print(f"  rows rewardkit gets wrong:   {rk_wrong}")
-
-    for title, pairs in ((f"RL-like mix ({args.pairs} distinct pairs, half correct)",
-                          make_mix(args.pairs)),
-                         ("sympy-only pairs (the slow end: log bases, powers of functions, "
-                          "matrices, inequalities)", make_hard(args.hard))):
-        results = throughput(pairs, args.batch)
-        print(f"\n{title}; batches of {args.batch}")
-        base = results["Math-Verify (1 process)"][0]
-        for label, (rate, acc) in results.items():
-            print(f"  {label:26s} {rate:9.0f} pairs/s   agreement {acc:6.1%}   "
-                  f"ratio x{rate / base:.1f}")
+    if not args.skip_accuracy:
+        accuracy_section()
+    if not args.skip_throughput:
+        throughput_section(args.pairs, args.copies, args.batch, args.mix)
 
 
 if __name__ == "__main__":

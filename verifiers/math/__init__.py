@@ -4,6 +4,7 @@
 options are the fields of :class:`MathOptions` (see ``docs/math.md``).
 """
 from .config import PRESETS, MathOptions, make_options
+from .extract import extract_answer
 from .verifier import MathVerifier
 
-__all__ = ["MathVerifier", "MathOptions", "PRESETS", "make_options"]
+__all__ = ["MathVerifier", "MathOptions", "PRESETS", "make_options", "extract_answer"]

@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 #: Extraction sources, strongest first. The first source that finds anything decides the answer.
-SOURCES = ("boxed", "answer_tag", "gsm8k", "answer_phrase", "choice", "last_number")
+SOURCES = ("boxed", "answer_tag", "gsm8k", "answer_phrase", "choice", "last_number", "last_math")
 
 
 @dataclass(frozen=True)
@@ -27,6 +27,9 @@ class MathOptions:
         last_number: fall back to the last number in the completion when no other source found
             an answer. Off by default (it rewards answers that were never stated); the ``gsm8k``
             preset turns it on.
+        last_math: fall back to the last inline or display math (``$9$``, ``\\[9\\]``,
+            ``$$9$$``) when no other source found an answer; with ``last_number`` too, whichever
+            comes last in the text. On in the ``eval`` preset.
         final_form: a prediction must be a final value, not an expression left for the grader to
             evaluate (``123 \\cdot 456``, ``3+4``, ``2^{10}``, ``\\sqrt{16}``, ``\\frac{84}{2}``
             score 0.0). Applied only when the gold itself is in final form. On by default: in RL
@@ -37,9 +40,11 @@ class MathOptions:
         strip_units: drop trailing units and words after a number (``5 \\text{ cm}``,
             ``12 apples``, ``\\$30``).
         complex_i: read a lone ``i`` as the imaginary unit.
-        timeout: seconds allowed to judge one sample (parsing + comparison); past it the sample
-            scores 0.0 with reason ``timeout``. Enforced by killing the worker process, so it
-            holds from any thread.
+        timeout: CPU seconds the sympy path may spend on one sample (parsing + comparison);
+            past it the sample scores 0.0 with reason ``timeout``. Counted as the worker's own
+            CPU time, so a verdict does not depend on the machine's load or on queueing; a
+            wall-clock backstop of ``10 * timeout + 10`` seconds ends a worker that makes no
+            progress. Enforced by killing the worker process, so it holds from any thread.
         workers: worker processes for symbolic work (None: ``min(4, cpu count)``). Plain numbers
             never leave the calling process.
         memory_limit_mb: address-space limit of each worker process (``RLIMIT_AS``).
@@ -56,6 +61,7 @@ class MathOptions:
     answer_phrase: bool = True
     choice: bool = True
     last_number: bool = False
+    last_math: bool = False
     final_form: bool = True
     rel_tol: float = 1e-6
     strip_units: bool = True
@@ -103,8 +109,9 @@ PRESETS: dict[str, MathOptions] = {
     "default": MathOptions(),
     # GSM8K: "#### 72" or a box; the last number is accepted when nothing else is stated.
     "gsm8k": MathOptions(last_number=True),
-    # Grading a fixed evaluation set: accept unevaluated expressions that are equal in value.
-    "eval": MathOptions(final_form=False),
+    # Grading a fixed evaluation set: accept unevaluated expressions that are equal in value, and
+    # an answer given only as the last number or the last math of the text.
+    "eval": MathOptions(final_form=False, last_number=True, last_math=True),
 }
 
 OPTION_NAMES = tuple(f.name for f in fields(MathOptions))

@@ -1,9 +1,21 @@
-"""Stage 1: find the final answer(s) stated in a completion.
+"""Stage 1: find the final answer(s) stated in a completion, in time linear in its length.
 
-Sources are tried strongest first (see :data:`config.SOURCES`); the first that finds anything
-decides. Every ``\\boxed{}`` counts, so a completion cannot hedge with several boxes; for the
-other sources the last occurrence counts, because reasoning text often revises itself ("the
-answer is 3... no, the answer is 5"). Scanning is linear in the text length.
+Where the answer is looked for:
+
+* **Reasoning models.** When the completion has a ``</think>``, only the text after the last
+  ``</think>`` states the answer; what the model tried while thinking does not count. A
+  ``<think>`` that never closes means no answer was stated after it.
+* Fenced code blocks (```` ``` ````) are not prose: a ``\\boxed{}`` in a code comment is ignored.
+
+Sources, strongest first (see :data:`config.SOURCES`); the first that finds anything decides.
+Every ``\\boxed{}`` counts, so a completion cannot hedge with several boxes, and an explicit
+answer statement ("Final answer: ...", ``<answer>``, ``####``) written *after* the last box counts
+beside it (a different value there is a hedge too). For the other sources the last occurrence
+counts, because reasoning text revises itself ("the answer is 3... no, the answer is 5").
+
+Every scan here is a single pass (``str.find``/``rfind`` or regexes without nested unbounded
+repeats over newlines), and the text an answer phrase may take is capped, so a megabyte of
+newlines or of unclosed ``<answer>`` tags is read in milliseconds.
 """
 from __future__ import annotations
 
@@ -13,17 +25,32 @@ from dataclasses import dataclass
 from .config import MathOptions
 
 _BOX = re.compile(r"\\(?:boxed|fbox)\s*")
-_ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE)
-_GSM8K = re.compile(r"####\s*([^\n]+)")
+_BRACELESS = re.compile(r"[^\s$]+")
 _PHRASE = re.compile(
-    r"(?:\bfinal\s+answer|\bthe\s+answer|^\s*\**answer\**)\s*(?:is\b|:|=)\s*:?\s*\**\s*",
+    r"(?:\bfinal\s+answer|\bthe\s+answer|^[ \t>#*_]*answer[*_]*)[ \t]*(?:is\b|:|=)[ \t]*:?[ \t]*"
+    r"|^[ \t#*_]*(?:final[ \t]+)?answer[ \t*_:]*$",  # a heading; the answer on the next line
     re.IGNORECASE | re.MULTILINE,
 )
 _CHOICE = re.compile(r"\(([A-J])\)|\b([A-J])\)|\\text(?:bf)?\{\(?([A-J])\)?\}")
-_NUMBER = re.compile(r"[-\u2212]?\d[\d,]*(?:\.\d+)?(?:\s*/\s*\d+)?|[-\u2212]?\.\d+")
+_NUMBER = re.compile(r"(?<![A-Za-z_])(?:[-\u2212]?\d[\d,]*(?:\.\d+)?(?:[ \t]*/[ \t]*\d+)?"
+                     r"|[-\u2212]?\.\d+)")
 # End of a sentence: a period not inside a number, or the start of a new clause.
-_SENTENCE_END = re.compile(r"\.(?=\s+[A-Z(]|\s*$)|\s*,?\s+(?:because|since|which|so|as)\s",
-                           re.IGNORECASE)
+_SENTENCE_END = re.compile(r"\.(?=[ \t]+[A-Z(]|[ \t]*$)|[ \t]*,?[ \t]+(?:because|since|which|so|as)"
+                           r"[ \t]", re.IGNORECASE)
+_HOPE = re.compile(r"\.?[ \t]*I hope it is correct\.?[ \t]*$", re.IGNORECASE)
+# Inline and display math, for the last-resort ``last_math`` source. Inline math stays on one
+# line; display math may span lines. The bodies are bounded, so no scan can run away.
+_MATH_SPAN = re.compile(r"(?<!\\)\$\$(.{1,1000}?)(?<!\\)\$\$|\\\[(.{1,1000}?)\\\]"
+                        r"|(?<!\\)\$((?:[^$\n\\]|\\[^\n]){1,1000}?)(?<!\\)\$"
+                        r"|\\\(([^\n]{1,1000}?)\\\)", re.DOTALL)
+# Two words in a row: prose, not an answer ("The volume of $V$ is 120").
+_PROSE = re.compile(r"[A-Za-z]{2,}[ \t]+[A-Za-z]{2,}")
+_WORDISH = re.compile(r"[A-Za-z]{3,}")
+#: The most characters an answer phrase may take (the rest of a line is never an answer).
+PHRASE_WINDOW = 2000
+#: More boxes than this in one completion is a flood, not an answer (``too_large``).
+MAX_BOXES = 64
+_BRACES = re.compile(r"\\[{}]|[{}]")
 
 
 @dataclass(frozen=True)
@@ -32,54 +59,87 @@ class Extraction:
 
     candidates: tuple[str, ...]
     source: str | None
+    #: why the completion cannot be read (too many boxes), else None
+    problem: str | None = None
 
 
-def boxed_contents(text: str) -> list[str]:
-    """Contents of every ``\\boxed{...}`` / ``\\fbox{...}``, nested braces balanced; also the
-    brace-less ``\\boxed 5`` form. An unclosed box is ignored."""
-    out: list[str] = []
+def answer_region(text: str) -> str:
+    """The part of a completion that can state the final answer: after the last ``</think>``
+    (nothing when a ``<think>`` never closes), with fenced code blocks removed."""
+    close = text.rfind("</think>")
+    if close >= 0:
+        text = text[close + len("</think>"):]
+    else:
+        start = text.find("<think>")
+        if start >= 0:
+            text = text[:start]
+    if "```" not in text:
+        return text
+    parts, pos = [], 0
+    while True:
+        start = text.find("```", pos)
+        if start < 0:
+            parts.append(text[pos:])
+            break
+        end = text.find("```", start + 3)
+        if end < 0:  # an unclosed fence: keep the text, it may still be prose
+            parts.append(text[pos:])
+            break
+        parts.append(text[pos:start])
+        pos = end + 3
+    return "\n".join(parts)
+
+
+def _boxes(text: str, limit: int | None = None) -> list[tuple[str, int]]:
+    """``(content, end)`` of every ``\\boxed{...}`` / ``\\fbox{...}`` (at most ``limit``, then
+    one more to show there were more); one pass over ``text``."""
+    out: list[tuple[str, int]] = []
     pos = 0
     n = len(text)
-    while True:
+    while limit is None or len(out) <= limit:
         m = _BOX.search(text, pos)
         if m is None:
             return out
         i = m.end()
         if i < n and text[i] == "{":
-            depth, j = 0, i
-            while j < n:
-                c = text[j]
-                if c == "\\" and j + 1 < n and text[j + 1] in "{}":
-                    j += 2
-                    continue
+            depth, end = 0, -1
+            for b in _BRACES.finditer(text, i):  # only the braces, escaped ones skipped
+                c = b.group(0)
                 if c == "{":
                     depth += 1
                 elif c == "}":
                     depth -= 1
                     if depth == 0:
+                        end = b.start()
                         break
-                j += 1
-            if j >= n:
+            if end < 0:
                 return out
-            out.append(text[i + 1:j])
-            pos = j + 1
+            out.append((text[i + 1:end], end + 1))
+            pos = end + 1
         else:
-            m2 = re.match(r"[^\s$]+", text[i:])
-            if m2 and text[m.start() + 1:m.end()].strip() in ("boxed",):
-                out.append(m2.group(0))
-                pos = i + m2.end()
+            m2 = _BRACELESS.match(text, i)
+            if m2 and text[m.start() + 1:m.end()].strip() == "boxed":
+                out.append((m2.group(0), m2.end()))
+                pos = m2.end()
             else:
                 pos = i
+    return out
+
+
+def boxed_contents(text: str) -> list[str]:
+    """Contents of every ``\\boxed{...}`` / ``\\fbox{...}``, nested braces balanced; also the
+    brace-less ``\\boxed 5`` form. An unclosed box is ignored."""
+    return [content for content, _ in _boxes(text)]
 
 
 def _unbox(answer: str, limit: int = 64) -> str:
     """``\\boxed{\\boxed{5}}`` → ``5`` (at most ``limit`` levels; deeper is left to the size
     guard)."""
     for _ in range(limit):
-        inner = boxed_contents(answer)
-        if len(inner) != 1 or not answer.startswith("\\boxed") or not answer.endswith("}"):
+        if not answer.startswith("\\boxed") or not answer.endswith("}"):
             return answer
-        if len(inner[0]) < len(answer) - len("\\boxed{}") - 1:
+        inner = boxed_contents(answer)
+        if len(inner) != 1 or len(inner[0]) < len(answer) - len("\\boxed{}") - 1:
             return answer
         answer = inner[0].strip()
     return answer
@@ -87,50 +147,199 @@ def _unbox(answer: str, limit: int = 64) -> str:
 
 def _trim_phrase(answer: str) -> str:
     """The answer part of "the answer is X. Because ..." (a period inside 3.5 is kept)."""
+    answer = _HOPE.sub("", answer)
     m = _SENTENCE_END.search(answer)
     if m:
         answer = answer[:m.start()]
     return answer.strip()
 
 
-def _strip_delimiters(answer: str) -> str:
+def strip_delimiters(answer: str) -> str:
+    """Drop math delimiters, Markdown emphasis and a final period around an answer."""
     answer = answer.strip()
-    for left, right in (("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]"), ("**", "**")):
-        if answer.startswith(left) and answer.endswith(right) and len(answer) > len(left) + len(right) - 1:
-            answer = answer[len(left):len(answer) - len(right)].strip()
-    return answer.rstrip(".").strip()
+    for _ in range(3):
+        before = answer
+        answer = answer.strip("*_ \t").strip()
+        for left, right in (("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]"),
+                            ('\\"', '\\"'), ('"', '"')):
+            if answer.startswith(left) and answer.endswith(right) and len(answer) >= len(left) + len(right):
+                answer = answer[len(left):len(answer) - len(right)].strip()
+        answer = strip_punctuation(answer)
+        if answer == before:
+            break
+    return answer
+
+
+def strip_punctuation(answer: str) -> str:
+    """Sentence punctuation after an answer (``42.``, ``\\frac13,``), never an ellipsis."""
+    answer = answer.rstrip()
+    if answer.endswith(("...", "\\dots", "\\ldots", "\\cdots")):
+        return answer
+    if answer[-1:] in (".", ",", ";"):
+        answer = answer[:-1].rstrip()
+    return answer
+
+
+def value_of_sentence(answer: str) -> str:
+    """A "Final Answer:" written as a sentence ("The largest $n$ is 34.") states the value it
+    ends on: its last math span, or its last number, whichever ends later."""
+    if not _PROSE.search(answer):
+        return answer
+    best = ""
+    best_end = -1
+    for span in _MATH_SPAN.finditer(answer):
+        best_end, best = span.end(), next(g for g in span.groups() if g is not None)
+    for num in _NUMBER.finditer(answer):
+        if num.end() > best_end:
+            best_end, best = num.end(), num.group(0)
+    return strip_delimiters(best) if best else answer
+
+
+def _last_tag(text: str) -> str | None:
+    """Content of the last ``<answer>...</answer>`` (case-insensitive), found with rfind."""
+    low = text.lower()
+    end = low.rfind("</answer>")
+    if end < 0:
+        return None
+    start = low.rfind("<answer>", 0, end)
+    if start < 0:
+        return None
+    return text[start + len("<answer>"):end]
+
+
+def _last_gsm8k(text: str) -> str | None:
+    mark = text.rfind("####")
+    if mark < 0:
+        return None
+    rest = text[mark + 4:mark + 4 + PHRASE_WINDOW].lstrip(" \t#")
+    return rest.split("\n", 1)[0]
+
+
+def _last_phrase(text: str) -> tuple[str, int] | None:
+    if "answer" not in text and "ANSWER" not in text and "nswer" not in text.lower():
+        return None
+    last = None
+    for last in _PHRASE.finditer(text):
+        pass
+    if last is None:
+        return None
+    window = text[last.end():last.end() + PHRASE_WINDOW]
+    line = window.split("\n", 1)[0]
+    if not line.strip() and "\n" in window:  # "Final Answer:\n42": the answer on the next line
+        line = window.lstrip().split("\n", 1)[0]
+    return _trim_phrase(line), last.start()
+
+
+def _statement_after(text: str, start: int, opts: MathOptions) -> str | None:
+    """An explicit answer statement (tag, ``####``, phrase) in ``text[start:]``, if any."""
+    tail = text[start:]
+    if opts.answer_tag and (tag := _last_tag(tail)) is not None and tag.strip():
+        return strip_delimiters(tag)
+    if opts.gsm8k and (mark := _last_gsm8k(tail)) is not None and mark.strip():
+        return strip_delimiters(mark)
+    if opts.answer_phrase and (found := _last_phrase(tail)) is not None:
+        answer = value_of_sentence(strip_delimiters(found[0]))
+        if answer:
+            return answer
+    return None
+
+
+def _choice_letters(text: str) -> list[str]:
+    if ")" not in text and "\\text" not in text:
+        return []
+    return [next(x for x in m if x) for m in _CHOICE.findall(text)]
+
+
+def _is_option_list(letters: list[str]) -> bool:
+    """Whether the last letters mentioned are the options themselves, listed in order
+    ("(A) 1 (B) 2 (C) 3 (D) 4"): a restatement, not a choice."""
+    k = len(letters)
+    for run in range(k, 2, -1):
+        tail = letters[k - run:]
+        if tail == [chr(ord("A") + j) for j in range(run)]:
+            return True
+    return False
+
+
+def _fallback(text: str, opts: MathOptions) -> Extraction:
+    """``last_number`` / ``last_math``: whichever occurs last in the text."""
+    best: tuple[int, str, str] | None = None
+    if getattr(opts, "last_math", False):
+        bare = strip_delimiters(text.strip())
+        # the whole completion is one short line of mathematics: a bare answer
+        if bare and len(bare) <= 200 and "\n" not in bare and not _WORDISH.search(
+                re.sub(r"\\[A-Za-z]+", " ", bare)) and not re.search(r"(?<!\\)\$|\\[\[(]", bare):
+            return Extraction((bare,), "last_math")
+    if opts.last_number:
+        num = None
+        for num in _NUMBER.finditer(text):
+            pass
+        if num is not None:
+            best = (num.end(), num.group(0).rstrip(",").strip(), "last_number")
+    if getattr(opts, "last_math", False):
+        span = None
+        tail_start = max(0, len(text) - 2 * PHRASE_WINDOW)  # the answer ends the text
+        for span in _MATH_SPAN.finditer(text, tail_start):
+            pass
+        if span is not None:
+            body = next(g for g in span.groups() if g is not None).strip()
+            inner = boxed_contents(body)
+            body = _unbox(inner[-1].strip()) if inner else body
+            if body and (best is None or span.end() >= best[0]):
+                best = (span.end(), body, "last_math")
+    if best is None:
+        return Extraction((), None)
+    return Extraction((strip_punctuation(best[1]),), best[2])
 
 
 def extract(text: str, opts: MathOptions, gold_is_choice: bool = False) -> Extraction:
     """The candidate final answers of ``text``, from the strongest source that has any."""
+    text = answer_region(text)
     if opts.boxed:
-        boxes = [_unbox(b.strip()) for b in boxed_contents(text)]
+        found = _boxes(text, MAX_BOXES)
+        if len(found) > MAX_BOXES:
+            return Extraction((), None, f"more than {MAX_BOXES} boxed answers")
+        boxes = [_unbox(b.strip()) if len(b) <= opts.max_answer_chars else b.strip()
+                 for b, _ in found]
         boxes = [b for b in boxes if b]
         if boxes:
+            later = _statement_after(text, found[-1][1], opts)
+            if later and later not in boxes:
+                boxes.append(later)
             return Extraction(tuple(boxes), "boxed")
     if opts.answer_tag:
-        tags = _ANSWER_TAG.findall(text)
-        if tags and tags[-1].strip():
-            return Extraction((_strip_delimiters(tags[-1]),), "answer_tag")
+        tag = _last_tag(text)
+        if tag is not None and tag.strip():
+            inner = boxed_contents(tag)
+            return Extraction((_unbox(inner[-1].strip()) if inner else strip_delimiters(tag),),
+                              "answer_tag")
     if opts.gsm8k:
-        marks = _GSM8K.findall(text)
-        if marks and marks[-1].strip():
-            return Extraction((_strip_delimiters(marks[-1]),), "gsm8k")
+        mark = _last_gsm8k(text)
+        if mark is not None and strip_delimiters(mark):
+            return Extraction((strip_delimiters(mark),), "gsm8k")
     if opts.answer_phrase:
-        last = None
-        for last in _PHRASE.finditer(text):
-            pass
-        if last is not None:
-            end = text.find("\n", last.end())
-            answer = _strip_delimiters(_trim_phrase(text[last.end():end if end >= 0 else None]))
+        found_phrase = _last_phrase(text)
+        if found_phrase is not None:
+            answer = value_of_sentence(strip_delimiters(found_phrase[0]))
             if answer:
                 return Extraction((answer,), "answer_phrase")
     if opts.choice and gold_is_choice:
-        letters = _CHOICE.findall(text)
-        if letters:
-            return Extraction((next(x for x in letters[-1] if x),), "choice")
-    if opts.last_number:
-        numbers = _NUMBER.findall(text)
-        if numbers:
-            return Extraction((numbers[-1].rstrip(",").strip(),), "last_number")
-    return Extraction((), None)
+        letters = _choice_letters(text)
+        if letters and not _is_option_list(letters):
+            return Extraction((letters[-1],), "choice")
+    return _fallback(text, opts)
+
+
+def extract_answer(text: str, preset: str = "default", **options: object) -> str | None:
+    """The final answer ``text`` states, as the ``math`` reward reads it, or None.
+
+    The public entry point for other rewards (format checks, shaping) that need the answer
+    without judging it. With several distinct boxes the last one is returned.
+    """
+    from .config import make_options
+
+    found = extract(text, make_options(preset, **options))
+    return found.candidates[-1] if found.candidates else None
+
+
+_strip_delimiters = strip_delimiters  # former private name, kept for callers that used it

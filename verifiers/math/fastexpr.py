@@ -152,11 +152,20 @@ class _Reader:
         tok = self.peek()
         if tok is not None and tok[0] == "op" and tok[1] in "+-":
             self.take()
+            # a sign applied to a bracket or to another sign (-(-12), --12, +(3)) is an
+            # operation left to the grader, not the way a number is written
+            nxt = self.peek()
+            applied = nxt is not None and nxt[0] == "op" and nxt[1] in "(+-"
             v = self.unary()
+            nonfinal = v.nonfinal or (applied and v.exact is not None)
             if tok[1] == "+":
+                if applied and v.exact is not None:
+                    v = Value(v.exact, v.points, v.literal, True, v.decimal, v.variables,
+                              v.integer_literal, v.scientific)
                 return v
             return Value(-v.exact if v.exact is not None else None, tuple(0j - p for p in v.points),
-                         v.literal, v.nonfinal, v.decimal, v.variables, v.integer_literal)
+                         v.literal, nonfinal, v.decimal, v.variables, v.integer_literal,
+                         v.scientific)
         return self.term()
 
     def _starts_atom(self) -> bool:
@@ -267,6 +276,8 @@ class _Reader:
                      nonfinal=base.literal and exponent.literal and exact is not None
                      and not scientific)
         out.scientific = scientific
+        if scientific:  # 10^{6}: the standard way to write a power of ten, a final form
+            out.literal = True
         return out
 
     def atom(self) -> Value:

@@ -58,6 +58,11 @@ class Gold:
     items: tuple[str, tuple[fastexpr.Value, ...]] | None = None
 
     @property
+    def is_list(self) -> bool:
+        """A gold of several values ("2, 3"), which a prediction may give one box each."""
+        return len(split_list(self.norm.text)) > 1
+
+    @property
     def shown(self) -> str:
         if self.kind == "choice":
             return self.choice or ""
@@ -76,14 +81,55 @@ def _scalar_text(text: str) -> str:
     return text.replace(",", "") if _THOUSANDS.match(text) else text
 
 
-def prepare_gold(reference: Any, opts: MathOptions) -> Gold:
-    """Read a gold answer (a string or a number). A gold may itself carry a ``\\boxed{}``."""
-    from .extract import boxed_contents
+class UnreadableGold(ValueError):
+    """A reference from which no final answer can be read (a worked solution without a marker)."""
 
-    raw = str(reference).strip()
-    boxes = boxed_contents(raw)
-    if boxes:
-        raw = boxes[-1].strip()
+
+_GOLD_SEPARATORS = re.compile(r"^[\s$,;.]*(?:\\text\{\s*(?:and|or)\s*\}|and|or)?[\s$,;.]*$")
+_PROSE_WORDS = 12
+
+
+def gold_answer_text(reference: str) -> str:
+    """The final answer of a reference: itself when it is an answer; the value after the last
+    ``####`` of a GSM8K solution; the last ``\\boxed{}`` of a MATH solution; several boxes
+    separated only by commas or "and" are one list answer (``\\boxed{2}, \\boxed{3}``).
+    Raises :class:`UnreadableGold` for a worked solution with neither marker."""
+    from .extract import _boxes, strip_delimiters
+
+    raw = reference.strip()
+    mark = raw.rfind("####")
+    if mark >= 0:
+        answer = strip_delimiters(raw[mark + 4:].strip().split("\n", 1)[0])
+        if not answer:
+            raise UnreadableGold("the reference has a GSM8K '####' marker with nothing after it")
+        return answer
+    found = _boxes(raw)
+    if found:
+        contents = [b.strip() for b, _ in found]
+        if len(found) > 1:
+            # the text between consecutive boxes: only separators means one list answer
+            starts = [raw.rfind("\\", 0, end - len(b) - 1) for b, end in found]
+            between = [raw[found[k][1]:starts[k + 1]] for k in range(len(found) - 1)]
+            if all(_GOLD_SEPARATORS.match(x) for x in between):
+                return ", ".join(contents)
+        return contents[-1]
+    if "\n" in raw.strip() or len(raw.split()) > _PROSE_WORDS:
+        from .extract import _last_phrase, value_of_sentence
+
+        phrase = _last_phrase(raw)  # a Minerva-style "Final Answer: The final answer is 28%."
+        answer = value_of_sentence(strip_delimiters(phrase[0])) if phrase else ""
+        if answer and len(answer.split()) <= _PROSE_WORDS:
+            return answer
+        raise UnreadableGold(
+            "the reference looks like a worked solution with no final answer marker (end it with "
+            "'#### <answer>' or '\\boxed{<answer>}', or pass the answer alone)")
+    return raw
+
+
+def prepare_gold(reference: Any, opts: MathOptions) -> Gold:
+    """Read a gold answer (a string or a number): an answer, or a GSM8K/MATH solution whose final
+    answer is read with :func:`gold_answer_text`."""
+    raw = gold_answer_text(str(reference))
     problem = size_problem(raw, opts.max_answer_chars, opts.max_depth, opts.max_digits)
     norm = clean(raw, opts.strip_units)
     canon = canonical_string(norm.text)
@@ -189,9 +235,16 @@ def _judge_items(gold: Gold, norm: Normalized, opts: MathOptions) -> dict[str, A
     tuples and intervals (same brackets), as a matching for sets and bare lists."""
     assert gold.items is not None
     pred = read_items(norm.text, opts)
-    if pred is None or pred[0] != gold.items[0] or len(pred[1]) != len(gold.items[1]):
+    if pred is None or len(pred[1]) != len(gold.items[1]):
         return None
     shape, gvals = gold.items
+    # a bare list states the same values as a tuple ("4, 5" and "(4, 5)"): in the gold's order
+    # when the gold is a tuple, in any order when the gold is a bare list
+    if pred[0] != shape and {pred[0], shape} not in ({"list", "()"}, {"list", "set"}):
+        if len(pred[1]) == 2 and "list" not in (pred[0], shape) and "set" not in (pred[0], shape):
+            # intervals or points with other brackets: [1, 5] is not (1, 5)
+            return verdict(False, "structural", canonical_string(norm.text), gold.canonical)
+        return None
     pvals = list(pred[1])
     shown = canonical_string(norm.text)
     if shape in ("set", "list"):
@@ -209,6 +262,67 @@ def _judge_items(gold: Gold, norm: Normalized, opts: MathOptions) -> dict[str, A
         return verdict(False, "final_form", shown, gold.canonical,
                        detail="the prediction is an expression left to evaluate")
     return verdict(True, "structural", shown, gold.canonical)
+
+
+_COLON = re.compile(r"(?<![\\:]):(?!=)")
+
+
+def _judge_colon(gold: Gold, norm: Normalized, canon: str, opts: MathOptions) -> dict[str, Any]:
+    """Ratios and clock times (``11:21``, ``9:00``) compare part by part, exactly: ``10:00`` is
+    never ``9:00``, and a ratio is not a division left to the grader."""
+    gparts = [p.strip() for p in _COLON.split(gold.norm.text)]
+    pparts = [p.strip() for p in _COLON.split(norm.text)]
+    if len(gparts) != len(pparts):
+        return verdict(False, "structural", canon, gold.canonical)
+    for g, p in zip(gparts, pparts):
+        gv, pv = fastexpr.read(g, opts.complex_i), fastexpr.read(p, opts.complex_i)
+        if gv is None or pv is None:
+            if canonical_string(g) != canonical_string(p):
+                return verdict(False, "structural", canon, gold.canonical)
+        elif not fastexpr.equal(gv, pv, opts.rel_tol)[0]:
+            return verdict(False, "structural", canon, gold.canonical)
+    return verdict(True, "structural", canon, gold.canonical)
+
+
+_BASE_NUMBER = re.compile(r"^[0-9A-Fa-f]+_\{?\d{1,2}\}?$")
+_MATRIX = re.compile(r"^\\begin\{([pbvB]?matrix)\}(.*)\\end\{\1\}$", re.DOTALL)
+
+
+def read_matrix(text: str, opts: MathOptions) -> list[list[fastexpr.Value]] | None:
+    """The entries of a ``pmatrix``/``bmatrix`` whose entries are all in the fast grammar."""
+    m = _MATRIX.match(text.strip())
+    if not m or "\\begin" in m.group(2):
+        return None
+    rows = []
+    for line in m.group(2).split("\\\\"):
+        if not line.strip():
+            continue
+        row = []
+        for cell in line.split("&"):
+            v = fastexpr.read(cell.strip(), opts.complex_i)
+            if v is None:
+                return None
+            row.append(v)
+        rows.append(row)
+    return rows or None
+
+
+def _judge_matrix(gold: Gold, gm: list[list[fastexpr.Value]], norm: Normalized, canon: str,
+                  opts: MathOptions) -> dict[str, Any] | None:
+    pm = read_matrix(norm.text, opts)
+    if pm is None:
+        return None  # a tuple for a vector, a product of matrices: the sympy path
+    if [len(r) for r in pm] != [len(r) for r in gm]:
+        return verdict(False, "structural", canon, gold.canonical)
+    for grow, prow in zip(gm, pm):
+        for g, p in zip(grow, prow):
+            if not fastexpr.equal(g, p, opts.rel_tol)[0]:
+                return verdict(False, "structural", canon, gold.canonical)
+    if opts.final_form and any(p.nonfinal for r in pm for p in r) and not any(
+            g.nonfinal for r in gm for g in r):
+        return verdict(False, "final_form", canon, gold.canonical,
+                       detail="the prediction is an expression left to evaluate")
+    return verdict(True, "structural", canon, gold.canonical)
 
 
 def _choices_named(text: str) -> set[str]:
@@ -230,6 +344,7 @@ def judge_fast(gold: Gold, candidate: str, opts: MathOptions) -> dict[str, Any] 
     norm = clean(candidate, opts.strip_units)
     canon = canonical_string(norm.text)
     if gold.kind == "choice":
+        norm = Normalized(norm.written or norm.text)
         letters = _choices_named(norm.text)
         if len(letters) > 1:
             return verdict(False, "structural", canon, gold.shown, "conflicting",
@@ -238,11 +353,23 @@ def judge_fast(gold: Gold, candidate: str, opts: MathOptions) -> dict[str, Any] 
         return verdict(letter == gold.choice, "exact", letter or canon, gold.shown)
     if canon == gold.canonical and norm.percent == gold.norm.percent and canon:
         return verdict(True, "exact", canon, gold.canonical)
+    if _COLON.search(gold.norm.text) or _COLON.search(norm.text):
+        return _judge_colon(gold, norm, canon, opts)
     if gold.kind == "text":
         text = as_text_answer(norm.text)
         return verdict(text == gold.text, "exact", text or canon, gold.shown)
+    if _BASE_NUMBER.match(gold.canonical) or _BASE_NUMBER.match(canon):
+        # a numeral in another base (1304_5) is compared as written: digits and base
+        return verdict(False, "exact", canon, gold.canonical)
     if gold.items is not None:
-        return _judge_items(gold, norm, opts)
+        result = _judge_items(gold, norm, opts)
+        if result is None and gold.items[0] in ("list", "set") and fastexpr.read(
+                _scalar_text(norm.text), opts.complex_i) is not None:
+            # one value where the gold has several: not the answer (no hedge to look at)
+            return verdict(False, "structural", canon, gold.canonical)
+        return result
+    if gold.kind == "structured" and (gm := read_matrix(gold.norm.text, opts)) is not None:
+        return _judge_matrix(gold, gm, norm, canon, opts)
     if gold.kind != "value" or gold.value is None:
         return None
     if as_text_answer(norm.text) is not None:
@@ -298,6 +425,18 @@ def distinct_candidates(candidates: tuple[str, ...] | list[str], opts: MathOptio
     return out
 
 
+def _other_name(gold: Gold, candidate: str, opts: MathOptions) -> dict[str, Any] | None:
+    """``b = 4`` against the gold ``a = 4``: the value of another unknown is not the answer."""
+    if gold.norm.name is None or "=" not in candidate or len(candidate) > opts.max_answer_chars:
+        return None
+    norm = clean(candidate, opts.strip_units)
+    if norm.name is not None and norm.name != gold.norm.name:
+        return verdict(False, "structural", f"{norm.name}={norm.text}", gold.raw,
+                       detail=f"the answer gives {norm.name}, the question asks for "
+                       f"{gold.norm.name}")
+    return None
+
+
 Judge = Callable[[Gold, str, MathOptions], Optional[dict]]
 
 
@@ -322,6 +461,10 @@ def judge(gold: Gold, candidates: list[str], opts: MathOptions, slow: Judge | No
     was given."""
     verdicts = []
     for c in candidates:
+        v = _other_name(gold, c, opts)
+        if v is not None:
+            verdicts.append(v)
+            continue
         v = judge_fast(gold, c, opts)
         if v is None:
             if slow is None:

@@ -9,20 +9,36 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-_WRAPPERS = re.compile(r"\\(?:textbf|textit|mathrm|mathbf|mathit|textrm|boldsymbol|mbox|text)\s*\{")
+_WRAPPERS = re.compile(r"\\(?:textbf|textit|textnormal|mathrm|mathbf|mathit|textrm|boldsymbol|mbox|text)"
+                       r"\s*\{")
 _ESCAPED_SPACE = re.compile(r"(?<!\\)\\[, ]")
-_WHOLE_WRAPPER = re.compile(r"^\\(?:text|mbox|textbf|mathrm)\s*\{[^{}]*\}$")
+_WHOLE_WRAPPER = re.compile(r"^\\(?:text|mbox|textbf|textnormal|mathrm)\s*\{[^{}]*\}$")
 _SPACING = re.compile(r"(?<!\\)\\(?:displaystyle|left|right|bigl|bigr|Bigl|Bigr|big|Big|!|;|:|quad|qquad)"
                       r"(?![A-Za-z])")
 _THIN_BETWEEN_DIGITS = re.compile(r"(?<=\d)(?:(?<!\\)\\,|\{,\}|\\ |~)(?=\d{3}(?!\d))")
+# "12,\!000" and "12{,}\!000": a thousands comma followed by a negative thin space.
+_COMMA_THIN = re.compile(r"(?<=\d)(?:,|\{,\})\s*\\!\s*(?=\d{3}(?!\d))")
 _PERCENT = re.compile(r"\s*(?:\\%|%|\\text\{\s*percent\s*\}|\s+percent\b)\s*$", re.IGNORECASE)
 _DEGREE = re.compile(r"\s*(?:\^\s*\{?\s*\\circ\s*\}?|°|\\degree|\^\s*\{\\text\{o\}\})\s*$")
-_DOLLAR = re.compile(r"\\\$|^\$(?=\d)|\\text\{\s*\\?\$\s*\}")
+_DOLLAR = re.compile(r"\\\$|^\$(?=\d)|(?<=\d)\$$|\\text\{\s*\\?\$\s*\}|[\u20ac\u00a3\u00a5]")
 # A unit in \text{}, \mbox{}, \mathrm{} or \textrm{}; a lone e or i is a constant, not a unit.
-_UNIT_MACRO = r"\\(?:text|mbox|mathrm|textrm)\s*\{\s*(?![ei]\s*\})"
-_TRAILING_TEXT_UNIT = re.compile(r"(?<=[\d}\)])\s*" + _UNIT_MACRO + r"[A-Za-z][A-Za-z.\s^0-9/]*\}\s*$")
+_UNIT_MACRO = r"\\(?:text|mbox|mathrm|textrm|textnormal|textbf|textit)\s*\{\s*(?![ei]\s*\})"
+# A trailing unit follows a value (a digit, a closing bracket or a constant such as \pi); its
+# words never include a number or a hedge ("3 \text{ apples or 4}" is not 3 apples).
+_TRAILING_TEXT_UNIT = re.compile(r"(?<=[\d}\)a-z])\s*" + _UNIT_MACRO
+                                 + r"([A-Za-z][A-Za-z.\s^0-9/]*)\}\s*$")
 _TRAILING_WORD_UNIT = re.compile(r"(?<=[\d}\)])\s+[A-Za-z]{2,}(?:[\s\-][A-Za-z]{2,})*\.?\s*$")
 _UNIT_POWER = re.compile(r"(?<=[\d}\)])\s*" + _UNIT_MACRO + r"[A-Za-z]+\s*\}\s*\^\s*\{?\d\}?\s*$")
+_HEDGE_WORDS = {"or", "and", "maybe", "perhaps", "possibly", "probably", "either", "not", "nor",
+                "about", "approximately", "roughly", "unless", "else", "otherwise", "one", "two",
+                "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven",
+                "twelve", "twenty", "hundred", "thousand", "million", "zero"}
+_OVERLINE = re.compile(r"^(-?)(\d*)\.(\d*)\\overline\{(\d{1,12})\}$")
+_BASE_SUBSCRIPT = re.compile(r"(?<=[0-9A-Za-z])_\{(\d{1,2})\}")
+_NAME_COMMANDS = re.compile(r"\\(?:frac|dfrac|tfrac|angle|overline|triangle|mathrm|text|operatorname|"
+                            r"left|right|cdot|prime|vec|hat|bar|measuredangle)(?![A-Za-z])")
+_CONSTANT_COMMANDS = re.compile(r"\\[A-Za-z]+")
+_SUBSCRIPT = re.compile(r"_\{[^{}]*\}|_[A-Za-z0-9]")
 _SPACES = re.compile(r"\s+")
 # Unicode mathematical symbols models write in place of their LaTeX commands. Without this, a
 # Unicode minus reads as an operation ("−3" failed final_form) and "∞" or "√2" were unparsable.
@@ -31,7 +47,8 @@ _UNICODE = str.maketrans({"\u2212": "-", "\u221e": "\\infty ", "\u00d7": "\\time
                           "\u221a": "\\sqrt", "\u2264": "\\le ", "\u2265": "\\ge ",
                           "\u2260": "\\neq ", "\u03c0": "\\pi ", "\u2205": "\\emptyset "})
 _VARNOTHING = re.compile(r"\\varnothing(?![A-Za-z])")
-_FRAC_VARIANTS = re.compile(r"\\[dt]frac(?![A-Za-z])")
+_FRAC_VARIANTS = re.compile(r"\\[dtc]frac(?![A-Za-z])")
+_INNER_DOLLAR = re.compile(r"(?<![\\\d])\$(?!\d)")
 _MATH_WORDS = {"pi", "sqrt", "frac", "infty", "inf", "sin", "cos", "tan", "log", "ln", "exp",
                "or", "and", "cdot", "times", "le", "ge", "leq", "geq", "neq", "in", "cup", "cap",
                "emptyset", "varnothing", "pm", "mp", "sec", "csc", "cot", "arcsin", "arccos",
@@ -49,6 +66,10 @@ class Normalized:
     text: str
     percent: bool = False
     degree: bool = False
+    #: the name an answer ``name = value`` assigned (``x`` of ``x = 3``), else None
+    name: str | None = None
+    #: the text before ``name = value`` was read as its value
+    written: str | None = None
 
 
 def unwrap_text(s: str) -> str:
@@ -79,6 +100,11 @@ def clean(answer: str, strip_units: bool = True) -> Normalized:
     if s.startswith("\\(") and s.endswith("\\)") or s.startswith("\\[") and s.endswith("\\]"):
         s = s[2:-2].strip()
     s = _FRAC_VARIANTS.sub(r"\\frac", s)
+    if "$" in s:  # math switched off and on inside an answer ("12 $ and $13")
+        s = _INNER_DOLLAR.sub(" ", s)
+    if s.startswith("{") and s.endswith("}") and _balanced_group(s):
+        s = s[1:-1].strip()  # a LaTeX group around the whole answer: {1,3}
+    s = _COMMA_THIN.sub(",", s)
     s = _THIN_BETWEEN_DIGITS.sub("", s)
     s = _ESCAPED_SPACE.sub(" ", s.replace("{,}", ",")).replace("~", " ")
     if _WHOLE_WRAPPER.match(s):
@@ -90,9 +116,11 @@ def clean(answer: str, strip_units: bool = True) -> Normalized:
     for _ in range(2):
         if strip_units:
             s = _UNIT_POWER.sub("", s)
-            s = _TRAILING_TEXT_UNIT.sub("", s)
+            m = _TRAILING_TEXT_UNIT.search(s)
+            if m and _is_unit(m.group(1)) and s[:m.start()].strip():
+                s = s[:m.start()]
             m = _TRAILING_WORD_UNIT.search(s)
-            if m and not set(m.group(0).lower().replace("-", " ").split()) & _MATH_WORDS:
+            if m and _is_unit(m.group(0)):
                 s = s[:m.start()]
         m = _PERCENT.search(s)
         if m:
@@ -101,7 +129,132 @@ def clean(answer: str, strip_units: bool = True) -> Normalized:
         if m:
             degree, s = True, s[:m.start()]
     s = _SPACES.sub(" ", s).strip()
-    return Normalized(s, percent, degree)
+    s = _BASE_SUBSCRIPT.sub(r"_\1", s)
+    s = repeating_decimal(s)
+    stated = stated_value(s)
+    name = None
+    if stated != s:
+        lhs = _split_top(s, "=")[0].strip()
+        name = canonical_string(lhs) if "," not in s and _is_name(lhs) else None
+    return Normalized(stated, percent, degree, name, s)
+
+
+def _balanced_group(s: str) -> bool:
+    """Whether the ``{`` at the start of ``s`` closes at its very end."""
+    depth = 0
+    for k, c in enumerate(s):
+        depth += c == "{"
+        depth -= c == "}"
+        if depth == 0 and k < len(s) - 1:
+            return False
+    return depth == 0
+
+
+def _is_unit(words: str) -> bool:
+    """Whether trailing words can be a unit: no number, no hedge, no mathematics."""
+    if any(c.isdigit() for c in words.replace("^2", "").replace("^3", "")):
+        return False
+    found = set(re.split(r"[\s\-./^]+", words.lower())) - {""}
+    return not found & (_MATH_WORDS | _HEDGE_WORDS)
+
+
+def repeating_decimal(s: str) -> str:
+    """``0.\\overline{3}`` → ``\\frac{1}{3}``: a repeating decimal is a standard notation of a
+    rational value, read exactly."""
+    m = _OVERLINE.match(s)
+    if not m:
+        return s
+    sign, whole, fixed, period = m.groups()
+    from fractions import Fraction
+
+    base = Fraction(int(whole or "0")) + (Fraction(int(fixed), 10 ** len(fixed)) if fixed else 0)
+    value = base + Fraction(int(period), (10 ** len(period) - 1) * 10 ** len(fixed))
+    if sign:
+        value = -value
+    if value.denominator == 1:
+        return str(value.numerator)
+    return f"{'-' if value < 0 else ''}\\frac{{{abs(value.numerator)}}}{{{value.denominator}}}"
+
+
+def _split_top(s: str, sep: str) -> list[str]:
+    """``s`` split at ``sep`` outside brackets (one pass)."""
+    parts, depth, start = [], 0, 0
+    for i, c in enumerate(s):
+        if c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+        elif c == sep and depth == 0:
+            parts.append(s[start:i])
+            start = i + 1
+    parts.append(s[start:])
+    return parts
+
+
+def _is_name(s: str) -> bool:
+    """A name being assigned: letters (``x``, ``AB``, ``V_1:V_2``, ``\\frac{NO}{BO}``,
+    ``(p,q)``, ``f(3)``), never a number or an expression of numbers alone."""
+    bare = _SUBSCRIPT.sub("", _NAME_COMMANDS.sub("", s))
+    bare = re.sub(r"(?<=[A-Za-z])\([^()]*\)", "", bare)  # f(3) names a value of f
+    if not re.search(r"[A-Za-z]", bare):
+        return False
+    return not re.search(r"\d", bare)
+
+
+def _value_free(s: str) -> bool:
+    """No variables (commands such as ``\\sqrt`` and ``\\pi``, and ``e``/``i``, are fine)."""
+    return not re.search(r"[A-DF-HJ-Za-df-hj-z]", _CONSTANT_COMMANDS.sub("", s))
+
+
+def stated_value(s: str) -> str:
+    """The value an answer of the form ``name = value`` states.
+
+    ``x = 3`` → ``3``; ``(p,q)=(3,2)`` → ``(3,2)``; ``\\frac{NO}{BO}=\\frac{1}{\\sqrt6}`` → the
+    right side; an equation chain ``x = 5+5+1 = 11`` → ``11`` (its last value); several named
+    values ``x=3, y=-1`` or ``AB=4, CD=5`` → the tuple ``(3, -1)``. An equation whose right side
+    has variables (``y = 2x+1``, ``2x+3y=6``) is left as it is: it is the answer.
+    """
+    if ("=" not in s and not _APPROX.search(s)) or len(s) > 1000 or re.search(
+            r"[<>!]=|\\[lgn]eq?(?![A-Za-z])|==", s):
+        return s
+    parts = _split_top(s, ",") if "," in s else [s]
+    if len(parts) > 1:
+        values = [_one_value(p.strip()) for p in parts]
+        if values[0] is not None and all(v is None and _value_free(p) for v, p in
+                                         zip(values[1:], parts[1:])):
+            return ", ".join([values[0]] + [p.strip() for p in parts[1:]])  # x = 2, 3
+        if all(v is not None for v in values):
+            names = {_split_top(p, "=")[0].strip() for p in parts}
+            if len(names) == 1:  # x=1, x=2: the solutions of one unknown, in any order
+                return ", ".join(values)  # type: ignore[arg-type]
+            return "(" + ", ".join(values) + ")"  # type: ignore[arg-type]
+        return s
+    return _one_value(s) or s
+
+
+_APPROX = re.compile(r"\\approx(?![A-Za-z])|\u2248")
+
+
+def _one_value(s: str) -> str | None:
+    # "x = 1/3 \approx 0.33": the exact value comes before the approximation
+    approx = _APPROX.split(s)
+    if len(approx) > 1:
+        head = approx[0].strip()
+        if "=" in head:
+            return _one_value(head)
+        if _is_name(head) and _value_free(approx[-1]):
+            return approx[-1].strip()
+        return None
+    sides = [x.strip() for x in _split_top(s, "=")]
+    if len(sides) < 2 or not all(sides):
+        return None
+    last = sides[-1]
+    if not _value_free(last):
+        return None
+    # a name, an arithmetic chain, or a chain of three or more sides ending on a value
+    if _is_name(sides[0]) or all(_value_free(x) for x in sides[:-1]) or len(sides) > 2:
+        return last
+    return None
 
 
 def as_text_answer(s: str) -> str | None:

@@ -6,6 +6,16 @@ task that overruns, only abandon the whole pool. Here each worker is a plain sub
 also works inside daemonic processes, where ``multiprocessing`` may not start children) speaking
 length-prefixed pickles over its pipes; a task that passes its deadline gets its worker killed and
 replaced, and the task scores ``timeout``. Workers run tasks of a batch in parallel.
+
+**A sample is bounded by its own compute.** The deadline counts the CPU time the worker spent on
+the task (read from ``/proc/<pid>/stat``), not the wall time, so a verdict does not change with
+the machine's load or with how long the sample waited for a worker; a wall-clock backstop
+(:data:`WALL_FACTOR` times the timeout, plus :data:`WALL_SLACK`) still ends a worker that makes no
+progress at all. Where ``/proc`` is missing the deadline is wall time.
+
+**Restarts stay off the critical path.** The pool keeps :data:`SPARES` started worker that takes
+the place of a killed one at once (its sympy import already done); a new spare then starts in
+the background.
 """
 from __future__ import annotations
 
@@ -24,6 +34,26 @@ from .worker import HEADER, write_frame
 
 #: Seconds a new worker may take to import sympy and warm up before it is declared broken.
 START_TIMEOUT = 120.0
+#: Started workers kept in reserve to replace a killed one without waiting for its imports.
+SPARES = 1
+#: Wall-clock backstop of a task: ``WALL_FACTOR * timeout + WALL_SLACK`` seconds.
+WALL_FACTOR = 10.0
+WALL_SLACK = 10.0
+_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds of process ``pid`` (Linux ``/proc``), or None."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    fields = stat[stat.rfind(b")") + 2:].split()
+    try:
+        return (int(fields[11]) + int(fields[12])) / _TICK
+    except (IndexError, ValueError):
+        return None
 
 
 class WorkerStartError(RuntimeError):
@@ -99,9 +129,15 @@ class WorkerPool:
         self.memory_limit_mb = memory_limit_mb
         self._idle: list[_Worker] = []
         self._all: list[_Worker] = []
+        self._spares: list[_Worker] = []
         self._cond = threading.Condition()
         self._closed = False
         self._finalizer = weakref.finalize(self, _kill_all, self._all)
+        self._spare_finalizer = weakref.finalize(self, _kill_all, self._spares)
+        #: workers replaced after a timeout or crash (for tests and monitoring)
+        self.replacements = 0
+        #: replacements served by an already started spare
+        self.spares_used = 0
 
     def _acquire(self, want: int) -> list[_Worker]:
         with self._cond:
@@ -114,16 +150,34 @@ class WorkerPool:
                     self._all.append(w)
                     got.append(w)
                 if got:
+                    self._top_up_spares()
                     return got
                 self._cond.wait()
+
+    def _top_up_spares(self) -> None:
+        """Start spares up to :data:`SPARES` (called with the lock held; Popen returns at once,
+        the child imports sympy on its own)."""
+        while len(self._spares) < SPARES and not self._closed:
+            self._spares.append(_Worker(self.memory_limit_mb))
 
     def _replace(self, dead: _Worker) -> _Worker:
         dead.kill()
         with self._cond:
             if dead in self._all:
                 self._all.remove(dead)
-            fresh = _Worker(self.memory_limit_mb)
+            self.replacements += 1
+            alive = [w for w in self._spares if w.proc.poll() is None]
+            for w in self._spares:
+                if w not in alive:
+                    w.kill()
+            self._spares[:] = alive
+            if self._spares:
+                fresh = self._spares.pop(0)
+                self.spares_used += 1
+            else:
+                fresh = _Worker(self.memory_limit_mb)
             self._all.append(fresh)
+            self._top_up_spares()
             return fresh
 
     def _release(self, workers: Iterable[_Worker]) -> None:
@@ -146,19 +200,26 @@ class WorkerPool:
         queue = deque(tasks)
         results: dict[Hashable, Any] = {}
         workers = self._acquire(min(self.size, len(tasks)))
-        busy: dict[_Worker, tuple[Hashable, float]] = {}
+        # worker -> (key, wall backstop, CPU seconds at start or None, next CPU check)
+        busy: dict[_Worker, tuple[Hashable, float, float | None, float]] = {}
+        backstop = WALL_FACTOR * timeout + WALL_SLACK
         try:
             while queue or busy:
                 for w in workers:
                     if queue and w.ready and w not in busy:
                         key, payload = queue.popleft()
+                        cpu0 = _cpu_seconds(w.proc.pid)
                         if w.send((key, *payload)):
-                            busy[w] = (key, time.monotonic() + timeout)
+                            now = time.monotonic()
+                            busy[w] = (key, now + (backstop if cpu0 is not None else timeout),
+                                       cpu0, now + timeout)
                         else:
                             queue.appendleft((key, payload))
                             workers[workers.index(w)] = self._replace(w)
                 now = time.monotonic()
-                waits = [d - now for _, d in busy.values()]
+                # CPU time cannot grow faster than wall time: sleep until the earliest moment a
+                # task could have spent its budget, then look at its CPU time
+                waits = [min(b[1], b[3]) - now for b in busy.values()]
                 waits += [w.started + START_TIMEOUT - now for w in workers if not w.ready]
                 watched = [w for w in workers if w in busy or not w.ready]
                 if not watched:
@@ -181,13 +242,15 @@ class WorkerPool:
                                 "a math worker exited while starting; run `python -m "
                                 "rewardkit.verifiers.math.worker` to see why")
                         if w in busy:
-                            key, _ = busy.pop(w)
+                            key = busy.pop(w)[0]
                             results[key] = on_crash(key)
                         workers[workers.index(w)] = self._replace(w)
                 now = time.monotonic()
                 for w in list(workers):
-                    if w in busy and busy[w][1] < now:
-                        key, _ = busy.pop(w)
+                    if w not in busy:
+                        pass
+                    elif busy[w][1] <= now or self._over_budget(w, busy, timeout, now):
+                        key = busy.pop(w)[0]
                         results[key] = on_timeout(key)
                         workers[workers.index(w)] = self._replace(w)
                     elif not w.ready and w.started + START_TIMEOUT < now:
@@ -200,10 +263,27 @@ class WorkerPool:
             self._release(workers)
         return results
 
+    @staticmethod
+    def _over_budget(w: _Worker, busy: dict, timeout: float, now: float) -> bool:
+        """Whether the task on ``w`` has used ``timeout`` CPU seconds; schedules the next look."""
+        key, wall, cpu0, check = busy[w]
+        if cpu0 is None or now < check:
+            return False
+        cpu = _cpu_seconds(w.proc.pid)
+        if cpu is None:
+            return False
+        used = cpu - cpu0
+        if used >= timeout:
+            return True
+        busy[w] = (key, wall, cpu0, now + max(0.01, timeout - used))
+        return False
+
     def close(self) -> None:
         with self._cond:
             self._closed = True
             idle, self._idle = self._idle, []
+            idle += self._spares
+            self._spares.clear()
             self._cond.notify_all()
         for w in idle:
             w.kill()

@@ -55,6 +55,11 @@ def parse(text: str, complex_i: bool) -> Any:
         raise Unparsable(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from exc
     if complex_i and isinstance(obj, sympy.Basic) and _I in obj.free_symbols:
         obj = obj.xreplace({_I: sympy.I})
+    if isinstance(obj, sympy.MatrixExpr) and not isinstance(obj, MatrixBase):
+        try:  # a sum or product of explicit matrices: its value (final_form still sees it)
+            obj = obj.as_explicit()
+        except Exception:  # noqa: BLE001 - symbolic matrices stay as they are
+            pass
     return obj
 
 
@@ -273,7 +278,8 @@ def judge_slow(gold: Gold, candidate: str, opts: MathOptions) -> dict[str, Any]:
     except Unparsable as exc:
         return verdict(False, None, canon, str(g), "unparsable", detail=str(exc)[:200])
     shown = str(p)
-    if _is_list(p) and not _is_list(g) and not isinstance(g, (sympy.Interval, sympy.Union)):
+    if _is_list(p) and not _is_list(g) and not isinstance(g, (sympy.Interval, sympy.Union,
+                                                                  MatrixBase)):
         if len(set(p.args)) > 1:
             return verdict(False, "structural", shown, str(g), "conflicting",
                            detail="a list of answers where the gold is a single value")

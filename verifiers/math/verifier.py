@@ -6,6 +6,7 @@ process (:mod:`.judge`, :mod:`.fastexpr`) → judge the rest with sympy in bound
 """
 from __future__ import annotations
 
+import re
 import threading
 from typing import Any
 
@@ -13,13 +14,17 @@ from ...scorer import RewardInputError, Scorer, require_reference
 from ...types import Sample, Score
 from .config import MathOptions, make_options
 from .extract import extract
-from .judge import Gold, distinct_candidates, judge, prepare_gold, verdict
+from .judge import (Gold, UnreadableGold, distinct_candidates, is_final_literal, judge,
+                    prepare_gold, verdict)
+from .normalize import canonical_string, clean
 from .pool import WorkerPool
 
 
 class MathVerifier(Scorer):
     """Scores 1.0 when the completion's final answer is mathematically equivalent to the
-    reference (``Sample.reference``: the gold answer, LaTeX or plain), else 0.0.
+    reference (``Sample.reference``: the gold answer, LaTeX or plain, or a GSM8K / MATH /
+    Minerva-style solution whose final answer is read), else 0.0. A reference from which no
+    answer can be read is an error Score (``error_kind: bad_input``), never a silent 0.0.
 
     Args:
         preset: ``"default"`` (RL: explicit answers, final form required), ``"gsm8k"``
@@ -67,7 +72,10 @@ class MathVerifier(Scorer):
         key = ref if isinstance(ref, str) else repr(ref)
         gold = golds.get(key)
         if gold is None:
-            gold = golds[key] = prepare_gold(ref, self.options)
+            try:
+                gold = golds[key] = prepare_gold(ref, self.options)
+            except UnreadableGold as exc:
+                raise RewardInputError(f"reward 'math' cannot read the reference: {exc}") from exc
         if gold.problem:
             raise RewardInputError(f"the reference answer is too large to verify: {gold.problem}")
         if not gold.canonical:
@@ -94,12 +102,18 @@ class MathVerifier(Scorer):
                                    None, None)
                 continue
             ex = extract(text, opts, gold_is_choice=gold.kind == "choice")
+            if ex.problem:
+                scores[i] = _score(verdict(False, None, None, gold.shown, "too_large",
+                                           detail=ex.problem), None, ex.source)
+                continue
             if not ex.candidates:
                 scores[i] = _score(verdict(False, None, None, gold.shown, "no_answer"), None, None)
                 continue
             shown = ex.candidates[0] if len(ex.candidates) == 1 else list(ex.candidates)
             found[i] = (shown, ex.source)
             candidates = distinct_candidates(ex.candidates, opts)
+            if len(candidates) > 1 and ex.source == "boxed" and gold.is_list:
+                candidates = [", ".join(candidates)]  # one box per element of a list answer
             result = judge(gold, candidates, opts)
             if result is None:
                 pending.append((i, (gold, candidates, opts)))
@@ -118,8 +132,49 @@ class MathVerifier(Scorer):
                 result = results[i]
                 if result.get("gold_normalized") is None:
                     result["gold_normalized"] = pending_gold(pending, i).shown
+                if result.get("reason") == "unparsable" and str(
+                        result.get("detail", "")).startswith("the gold answer could not be read"):
+                    scores[i] = Score.from_error(RewardInputError(
+                        f"reward 'math' cannot read the reference: {result['detail']}"),
+                        self.error_value)
+                    continue
                 scores[i] = _score(result, *found[i])
+        if opts.final_form:
+            for i, score in enumerate(scores):
+                if score is not None and score.value == 1.0 and i in found:
+                    restated = golds_kind(golds, samples[i]) in ("value", "structured") and \
+                        _restates_prompt(samples[i], found[i][0], opts)
+                    if restated:
+                        score.value = 0.0
+                        score.info.update(rule="final_form", reason="not_equivalent",
+                                          detail="the prediction restates an expression of the "
+                                          "prompt instead of evaluating it")
         return scores  # type: ignore[return-value]
+
+
+_OPERATION = re.compile(r"[-+*/^!]|\\(?:frac|dfrac|sqrt|cdot|times|div|binom|log|ln|sin|cos|tan)"
+                        r"(?![A-Za-z])|\d\s*\(")
+
+
+def golds_kind(golds: dict[Any, Gold], sample: Sample) -> str | None:
+    ref = sample.reference
+    gold = golds.get(ref if isinstance(ref, str) else repr(ref))
+    return gold.kind if gold is not None else None
+
+
+def _restates_prompt(sample: Sample, extracted: Any, opts: MathOptions) -> bool:
+    """Whether the answer is an expression copied from the prompt (``\\sqrt{12}`` for "Simplify
+    $\\sqrt{12}$"): equal in value, but the work was left undone. A plain number never is."""
+    if not isinstance(extracted, str) or not sample.prompt:
+        return False
+    answer = canonical_string(clean(extracted, opts.strip_units).text)
+    if len(answer) < 3 or not _OPERATION.search(answer) or is_final_literal(answer, opts):
+        return False
+    try:
+        prompt = sample.prompt_text
+    except Exception:  # noqa: BLE001 - a prompt in an unexpected shape: no restatement check
+        return False
+    return answer in canonical_string(prompt[:100_000])
 
 
 def pending_gold(pending: list[tuple[int, tuple[Any, ...]]], index: int) -> Gold:
