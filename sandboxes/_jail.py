@@ -52,6 +52,16 @@ def _cover(path: str) -> None:
                "size=64k,nr_inodes=1024,mode=0755")
 
 
+def _populate_dev() -> None:
+    """What programs expect in a covered ``/dev`` besides the device nodes bound back in:
+    ``/dev/fd`` and the standard streams (bash's ``<(...)`` uses them) and ``/dev/shm`` (each
+    run mounts its own tmpfs there, for POSIX shared memory and semaphores)."""
+    for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"),
+                         ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2")):
+        os.symlink(target, os.path.join("/dev", name))
+    os.mkdir("/dev/shm", 0o755)
+
+
 def build_filesystem(base: str, hide: list[str], expose: list[str], new_proc: bool,
                      report: dict) -> None:
     """Make everything read-only except ``base``; hide ``hide``; keep ``expose`` reachable.
@@ -73,6 +83,9 @@ def build_filesystem(base: str, hide: list[str], expose: list[str], new_proc: bo
 
     base = os.path.realpath(base)
     keep = [base] + [os.path.realpath(p) for p in expose if os.path.exists(p)]
+    # An exposed symbolic link (/etc/localtime -> /usr/share/zoneinfo/...) is kept by binding
+    # its target; the link itself is made again inside a covered parent, below.
+    links = {p: os.readlink(p) for p in expose if os.path.islink(p) and os.path.exists(p)}
     # Handles opened before hiding: after a tmpfs covers a parent, the path is gone, but the
     # directory stays reachable through its descriptor (/proc/self/fd/N).
     handles = {p: os.open(p, os.O_PATH) for p in dict.fromkeys(keep)}
@@ -89,6 +102,8 @@ def build_filesystem(base: str, hide: list[str], expose: list[str], new_proc: bo
         _cover(h)
         hidden.append(h)
         report["hidden"].append(h)
+        if h == "/dev":
+            _populate_dev()
     for path, fd in handles.items():
         if not any(_under(path, h) for h in hidden):
             continue
@@ -102,6 +117,9 @@ def build_filesystem(base: str, hide: list[str], expose: list[str], new_proc: bo
             report["exposed"].append(path)
     for fd in handles.values():
         os.close(fd)
+    for path, target in links.items():
+        if any(_under(path, h) for h in hidden) and not os.path.lexists(path):
+            os.symlink(target, path)
     for h in sorted(inner, key=len):
         _cover(h)
         hidden.append(h)

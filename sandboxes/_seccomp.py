@@ -1,4 +1,11 @@
-"""A small seccomp filter for runs: system calls a test program never needs are refused.
+"""Installing a run's seccomp filter, and the fallback filter.
+
+The filter a run gets is normally the allow-list of :mod:`rewardkit.sandboxes.syscalls`,
+compiled by libseccomp on the host; :func:`prepare` takes its bytes once, and :func:`install`
+loads them with one ``prctl`` per run. Only where libseccomp is unavailable does the hand-written
+deny-list below apply (the capabilities report says which one is active).
+
+The fallback deny-list:
 
 The filter narrows the kernel surface an unprivileged program can reach (the usual road out of a
 namespace sandbox is a kernel bug behind a rarely used call). Refused with EPERM: ptrace and
@@ -10,8 +17,9 @@ back to ``clone`` (whose flags a filter can inspect; clone3's are in memory) and
 thread pool. Everything else is allowed: this is a deny list for hardening, not a whitelist.
 
 Only x86-64 is covered (other ABIs on it, x32 and i386, are refused); on other architectures no
-filter is installed and the capabilities report says so. Written by hand (classic BPF, a few
-dozen instructions) because libseccomp's Python binding is not on PyPI. Standard library only.
+filter is installed and the capabilities report says so. It is written by hand (classic BPF,
+a few dozen instructions) only so that the sandbox still has a filter where ``pyseccomp`` or
+libseccomp is missing; this module is loaded by the fork server, standard library only.
 """
 from __future__ import annotations
 
@@ -82,9 +90,30 @@ def program() -> list[tuple[int, int, int, int]]:
     return ins
 
 
+_PREPARED = []  # [array, prog, kind]: built once in the fork server, shared by its forks
+
+
+def prepare(bpf: bytes | None) -> str:
+    """Build the filter every later :func:`install` loads: ``bpf`` (libseccomp's compiled
+    allow-list) or, when None, the deny-list above. Returns which one ("allow-list" or
+    "deny-list")."""
+    if bpf:
+        count = len(bpf) // ctypes.sizeof(_Insn)
+        array = (_Insn * count).from_buffer_copy(bpf[:count * ctypes.sizeof(_Insn)])
+        kind = "allow-list"
+    else:
+        ins = program()
+        count = len(ins)
+        array = (_Insn * count)(*[_Insn(*i) for i in ins])
+        kind = "deny-list"
+    prog = _Prog(count, ctypes.cast(array, ctypes.POINTER(_Insn)))
+    _PREPARED[:] = [array, prog, kind]
+    return kind
+
+
 def install() -> None:
-    """Install the filter on the calling (single-threaded) process; needs no_new_privs set."""
-    ins = program()
-    array = (_Insn * len(ins))(*[_Insn(*i) for i in ins])
-    prog = _Prog(len(ins), ctypes.cast(array, ctypes.POINTER(_Insn)))
-    libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(prog))
+    """Install the prepared filter on the calling (single-threaded) process; needs
+    no_new_privs set."""
+    if not _PREPARED:
+        prepare(None)
+    libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(_PREPARED[1]))

@@ -114,11 +114,14 @@ def slot_network_namespaces(count):
     return held
 
 
-def probe_seccomp(caps):
+def probe_seccomp(config, caps):
     """Install the filter in a throw-away child and check the kernel applied it (the
-    ``Seccomp`` field of /proc/self/status; as root also that ``unshare`` is refused)."""
-    if not _seccomp.supported():
+    ``Seccomp`` field of /proc/self/status; as root also that ``unshare`` is refused; with the
+    allow-list, that an AF_INET socket is refused too)."""
+    bpf = bytes.fromhex(config["seccomp_bpf"]) if config.get("seccomp_bpf") else None
+    if not _seccomp.supported() and bpf is None:
         return
+    kind = _seccomp.prepare(bpf)
     pid = os.fork()
     if pid == 0:
         code = 3
@@ -134,10 +137,18 @@ def probe_seccomp(caps):
                     code = 2
                 except OSError as exc:
                     code = 0 if exc.errno == 1 else 2
+            if code == 0 and kind == "allow-list" and "inet" not in config["allow_sockets"]:
+                try:
+                    socket.socket(socket.AF_INET, socket.SOCK_STREAM).close()
+                    code = 4
+                except OSError:
+                    pass
         finally:
             os._exit(code)
     _, status = os.waitpid(pid, 0)
     caps["seccomp"] = os.waitstatus_to_exitcode(status) == 0
+    caps["seccomp_filter"] = kind if caps["seccomp"] else None
+    caps["socket_families"] = list(config["allow_sockets"]) if kind == "allow-list" else None
 
 
 def probe_network(caps):
@@ -192,7 +203,7 @@ def setup(config):
     fs_proc = (caps["filesystem"] or {}).get("proc", "host")
     caps["run_pid_namespace"] = bool(caps["user_namespace"] and caps["pid1"] and fs_proc != "host")
     if config["isolation"] != "none":
-        probe_seccomp(caps)
+        probe_seccomp(config, caps)
     return caps, slots
 
 

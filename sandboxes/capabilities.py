@@ -48,6 +48,8 @@ def describe(server_caps: dict, isolation: str) -> dict[str, Any]:
         "per_run_pid_namespace": run_pidns,
         "network_blocked": bool(server_caps.get("network_blocked")),
         "filesystem_readonly": bool(fs.get("readonly")),
+        "filesystem_view": "allow-list" if fs.get("readonly") and "/etc" in fs.get("hidden", [])
+        else ("deny-list" if fs.get("readonly") else None),
         "hidden_dirs": list(fs.get("hidden", [])),
         "exposed_read_only": list(fs.get("exposed", [])),
         "hidden_files": list(fs.get("secret_files", [])),
@@ -66,6 +68,8 @@ def describe(server_caps: dict, isolation: str) -> dict[str, Any]:
         "pid1_reaper": bool(server_caps.get("pid1")),
         "cgroups": _cgroups(server_caps.get("cgroups")),
         "seccomp": bool(server_caps.get("seccomp")),
+        "seccomp_filter": server_caps.get("seccomp_filter"),
+        "socket_families": server_caps.get("socket_families"),
         "languages": available_languages(),
         "errors": list(server_caps.get("errors", [])),
     }
@@ -76,6 +80,17 @@ def _cgroups(report: dict | None) -> dict | None:
     if not report or report.get("error") or not report.get("version"):
         return None
     return {"version": report["version"], "controllers": list(report["controllers"])}
+
+
+def _seccomp_line(caps: dict[str, Any]) -> str:
+    if not caps["seccomp"]:
+        return "no system-call filter"
+    if caps.get("seccomp_filter") == "allow-list":
+        families = ", ".join(caps.get("socket_families") or []) or "none"
+        return ("allow-list (libseccomp): only the calls the runtimes need; socket families: "
+                f"{families}")
+    return ("deny-list fallback (libseccomp/pyseccomp unavailable): refuses ptrace, new "
+            "namespaces, mount, bpf, perf, keyrings, module loading, ...")
 
 
 def capabilities(isolation: str = "auto") -> dict[str, Any]:
@@ -98,6 +113,10 @@ def format_report(caps: dict[str, Any]) -> str:
         f"root={caps['running_as_root']})",
         f"  [{_mark(ns['mount'] and caps['filesystem_readonly'])}] file system: read-only "
         "except a private per-run directory (removed after the run)",
+        f"  [{_mark(caps.get('filesystem_view') == 'allow-list')}] file-system view: " + (
+            "allow-list (runtime dirs, listed /etc and /dev entries, the interpreters' and "
+            "compilers' own dirs; everything else covered)"
+            if caps.get("filesystem_view") == "allow-list" else "host's, minus the hidden dirs"),
         f"  [{_mark(bool(caps['hidden_dirs']))}] hidden host dirs: "
         f"{', '.join(caps['hidden_dirs']) or 'none'}",
         f"  [{_mark(ns['network'] and caps['network_blocked'])}] network: own namespace, no "
@@ -120,9 +139,7 @@ def format_report(caps: dict[str, Any]) -> str:
             f"v{caps['cgroups']['version']} {', '.join(caps['cgroups']['controllers'])} per run "
             "(whole-run memory limit, process count, true peak memory)" if caps["cgroups"]
             else "off (memory limit is per process only)"),
-        f"  [{_mark(caps['seccomp'])}] seccomp: " + (
-            "refuses ptrace, new namespaces, mount, bpf, perf, keyrings, module loading, ..."
-            if caps["seccomp"] else "no system-call filter"),
+        f"  [{_mark(caps['seccomp'])}] seccomp: " + _seccomp_line(caps),
         "  languages: " + ", ".join(f"{k} ({'yes' if v else 'not installed'})"
                                     for k, v in caps["languages"].items()),
     ]

@@ -43,7 +43,8 @@ class ForkServer:
     any thread."""
 
     def __init__(self, *, isolation: str, base: str, hide: list[str], expose: list[str],
-                 uids: list[int], slots: int, log_path: str, timeout: float = 30.0) -> None:
+                 uids: list[int], slots: int, log_path: str, timeout: float = 30.0,
+                 seccomp_bpf: bytes | None = None, allow_sockets: tuple = ()) -> None:
         host, peer = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self._sock = host
         self._send_lock = threading.Lock()
@@ -57,6 +58,8 @@ class ForkServer:
         config = {"isolation": isolation, "base": base, "hide": hide, "expose": expose,
                   "uids": uids, "slots": slots, "preload": list(PRELOAD),
                   "host_pid": os.getpid(),
+                  "seccomp_bpf": seccomp_bpf.hex() if seccomp_bpf else None,
+                  "allow_sockets": list(allow_sockets),
                   "cgroup_name": f"rewardkit-{os.getpid()}-{next(_SERIAL)}"}
         # The server asks the kernel to SIGKILL it when its parent dies (PR_SET_PDEATHSIG), so
         # that it never outlives the host. For that signal Linux counts the *thread* that forked

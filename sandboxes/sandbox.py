@@ -18,14 +18,44 @@ from .limits import Limits
 from .program import Program
 from .result import RunResult
 from .run import RunHandle, rmtree
+from .syscalls import SOCKET_FAMILIES, compile_filter
 from .uids import UidBlock
 
 ISOLATION_MODES = ("auto", "namespaces", "none")
 
-#: Directories covered by an empty read-only tmpfs inside the sandbox: home directories, scratch
-#: space shared with the host, mounts of removable media and of other services.
+#: The file-system view is an allow-list: of the root directory's entries only these stay
+#: (read-only); every other one (``/home``, ``/root``, ``/var``, ``/opt``, ``/srv``, ``/tmp``,
+#: a data mount such as ``/work``...) is covered by an empty read-only tmpfs, with only the
+#: paths the runtimes need bound back in (the interpreter's prefixes, the compilers' and
+#: Node's directories, the sandbox's own base directory).
+RUNTIME_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/proc")
+#: ``/etc``, ``/dev`` and ``/sys`` are covered too, with only these entries bound back.
+ETC_ENTRIES = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "passwd", "group",
+               "nsswitch.conf", "localtime", "timezone", "hosts", "host.conf", "os-release",
+               "debian_version", "mime.types", "gai.conf")
+DEV_ENTRIES = ("null", "zero", "full", "random", "urandom")
+SYS_ENTRIES = ("/sys/devices/system/cpu",)  # CPU counts (glibc, OpenBLAS, libuv)
+#: Also hidden where they are reached through a kept path.
 HIDDEN_DIRS = ("/root", "/home", "/tmp", "/var/tmp", "/dev/shm", "/run", "/mnt", "/media",
                "/srv", "/var/log", "/var/mail", "/var/spool", "/var/backups", "/sys/fs/cgroup")
+
+
+def view_outside_runtime() -> tuple[list[str], list[str]]:
+    """(paths to hide, paths to bind back) that turn the host's root into the runs' view:
+    :data:`RUNTIME_DIRS`, plus the listed entries of ``/etc``, ``/dev`` and ``/sys``."""
+    hide, expose = [], []
+    for name in sorted(os.listdir("/")):
+        path = "/" + name
+        top = "/" + os.path.realpath(path).lstrip("/").split("/", 1)[0]
+        if path in RUNTIME_DIRS or (os.path.islink(path) and top in RUNTIME_DIRS):
+            continue
+        hide.append(path)
+    expose += [os.path.join("/etc", e) for e in ETC_ENTRIES]
+    expose += [os.path.join("/dev", e) for e in DEV_ENTRIES]
+    expose += list(SYS_ENTRIES)
+    python_etc = [os.path.join("/etc", e) for e in os.listdir("/etc") if e.startswith("python")] \
+        if os.path.isdir("/etc") else []
+    return hide, expose + python_etc
 
 def private_paths() -> list[str]:
     """Host paths that hold tests or answers and that no run needs: this project's own source
@@ -67,6 +97,8 @@ class Sandbox:
         hide: more host paths (directories or files) that runs must not see, on top of
             :data:`HIDDEN_DIRS` and :func:`private_paths` (e.g. the file a reward's tests come
             from). Needs the mount namespace.
+        allow_sockets: socket address families runs may create (``("unix",)`` or none, the
+            default); see :mod:`rewardkit.sandboxes.syscalls`.
 
     Thread-safe. The fork server starts on the first run; :meth:`close` (or leaving a ``with``
     block) stops it and removes every file a run left.
@@ -74,7 +106,7 @@ class Sandbox:
 
     def __init__(self, pool_size: Optional[int] = None, limits: Limits = Limits(),
                  isolation: str = "auto", base_dir: Optional[str] = None,
-                 hide: Iterable[str] = ()) -> None:
+                 hide: Iterable[str] = (), allow_sockets: Iterable[str] = ()) -> None:
         if isolation not in ISOLATION_MODES:
             raise ValueError(f"isolation must be one of {ISOLATION_MODES}, got {isolation!r}")
         if not isinstance(limits, Limits):
@@ -86,6 +118,11 @@ class Sandbox:
         self.limits = limits
         self.isolation = isolation
         self.hide = [str(p) for p in hide]
+        self.allow_sockets = tuple(allow_sockets)
+        unknown = sorted(set(self.allow_sockets) - set(SOCKET_FAMILIES))
+        if unknown:
+            raise ValueError(f"unknown socket families {unknown}; known: "
+                             f"{sorted(SOCKET_FAMILIES)} (or none)")
         self._base_parent = base_dir
         self._base: Optional[str] = None
         self._server: Optional[ForkServer] = None
@@ -139,10 +176,14 @@ class Sandbox:
             for lang_tools in (resolve_tool(t) for t in ("gcc", "g++", "node", "bash")):
                 if lang_tools:
                     expose.append(os.path.dirname(os.path.realpath(lang_tools)))
-            hide = list(HIDDEN_DIRS) + private_paths() + self.hide
+            outside, runtime = view_outside_runtime()
+            expose += runtime
+            hide = outside + list(HIDDEN_DIRS) + private_paths() + self.hide
+            bpf = compile_filter(self.allow_sockets) if self.isolation != "none" else None
             server = ForkServer(isolation=self.isolation, base=self._base, hide=hide,
                                 expose=expose, uids=uids, slots=self.pool_size,
-                                log_path=os.path.join(self._base, "server.log"))
+                                log_path=os.path.join(self._base, "server.log"),
+                                seccomp_bpf=bpf, allow_sockets=self.allow_sockets)
             caps = server.capabilities
             if self.isolation == "namespaces":
                 missing = [n for n in ("mount", "net", "pid") if not caps["namespaces"].get(n)]

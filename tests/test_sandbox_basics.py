@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import threading
 import time
@@ -84,7 +85,9 @@ def test_wall_time_limit_kills_a_sleeping_program(sb):
 
 def test_cpu_time_limit_stops_a_busy_loop(sb):
     r = sb.run(Program("while True: pass"), limits=FAST.replace(cpu_s=1, wall_s=5))
-    assert r.status == "timeout" and r.signal is not None and r.cpu_s >= 0.9
+    # SIGXCPU: the CPU limit ended it, not the wall clock (rusage's CPU figure lags the
+    # kernel's own count on a loaded machine, so it is not compared).
+    assert r.status == "timeout" and r.signal == signal.SIGXCPU
 
 
 def test_memory_limit_is_reported(sb):

@@ -147,7 +147,10 @@ def test_connecting_to_a_loopback_port_of_the_host_fails(state):
 def test_connecting_to_an_outside_address_fails(state):
     src = ("import socket\ns = socket.socket()\ns.settimeout(1)\n"
            "s.connect(('1.1.1.1', 53))\nprint('connected')\n")
-    r = run(state, src)
+    r = run(state, src)  # refused twice over: no socket family by default, no route
+    assert r.status == "runtime_error" and "connected" not in r.stdout
+    with Sandbox(pool_size=1, limits=LIMITS, allow_sockets=("inet",)) as box:
+        r = box.run(Program(src))
     assert r.status == "runtime_error" and "Network is unreachable" in r.stderr
 
 
@@ -275,7 +278,7 @@ def test_writes_go_to_a_bounded_private_tmpfs_not_the_host_disk(state):
 def test_concurrent_runs_cannot_meet_over_abstract_unix_sockets(state):
     listen = ("import socket, time\ns = socket.socket(socket.AF_UNIX)\n"
               "s.bind('\\0rk-meet')\ns.listen(1)\nprint('ready', flush=True)\ntime.sleep(30)\n")
-    connect = ("import socket\ns = socket.socket(socket.AF_UNIX)\ntry:\n"
+    connect = ("import socket\ntry:\n    s = socket.socket(socket.AF_UNIX)\n"
                "    s.connect('\\0rk-meet')\n    print('met')\nexcept OSError as e:\n"
                "    print('alone', e.errno)\n")
     with state["box"].start(Program(listen), LIMITS.replace(wall_s=5)) as a:

@@ -179,7 +179,8 @@ def mine():
     return pids
 
 limits = Limits(wall_s=2.0, cpu_s=1.0, max_processes=16)
-with Sandbox(pool_size=2, limits=limits, isolation="namespaces", base_dir=BASES) as sb:
+with Sandbox(pool_size=2, limits=limits, isolation="namespaces", base_dir=BASES,
+             allow_sockets=("inet",)) as sb:
     other = sb.start(Program("import time; open('mine', 'w'); time.sleep(30)"))  # a concurrent run
     r = sb.run(Program(PROBE))
     other.kill()
@@ -221,6 +222,9 @@ def test_rootless_runs_are_isolated_through_a_user_namespace(tmp):
     assert caps["per_run_pid_namespace"] and caps["capabilities_dropped"]
     assert caps["uid_drop"] is False and caps["per_run_uid"] is False
     assert caps["cgroups"] is None and caps["seccomp"] and caps["filesystem_readonly"]
+    # Rootless keeps the allow-lists: system calls (libseccomp) and the file-system view.
+    assert caps["seccomp_filter"] == "allow-list" and caps["socket_families"] == []
+    assert caps["filesystem_view"] == "allow-list"
     assert "own PID namespace" in caps["kills_all_run_processes"]
     assert "[yes] user namespace" in res["report"]
     assert "[NO ] unprivileged uid, one per concurrent run" in res["report"]

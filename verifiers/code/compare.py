@@ -6,15 +6,19 @@ Modes (option ``compare``):
 - ``"whitespace"`` (default): the whitespace-separated tokens must be identical, so trailing
   spaces, blank lines and ``\\r\\n`` do not matter (what most online judges accept).
 - ``"float"``: like ``"whitespace"``, but tokens (or returned numbers) that are both numbers
-  match when ``math.isclose`` within ``rel_tol``/``abs_tol``.
+  match when ``math.isclose`` within ``rel_tol``/``abs_tol``. An expected integer (a token
+  written as one, or a returned ``int``) is matched exactly: tolerance is for rounding, and
+  a count one off in a billion is a wrong answer, not a rounding error.
 """
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
 MODES = ("exact", "whitespace", "float")
+_INTEGER = re.compile(r"[+-]?\d+")
 
 
 @dataclass(frozen=True)
@@ -50,8 +54,14 @@ def _as_number(token: str) -> float | None:
 
 
 def _tokens_close(a: str, b: str, options: CompareOptions) -> bool:
+    """``a`` (printed) against ``b`` (expected)."""
     if a == b:
         return True
+    if _INTEGER.fullmatch(b):
+        if _INTEGER.fullmatch(a):
+            return int(a) == int(b)
+        x = _as_number(a)
+        return x is not None and math.isfinite(x) and x == int(b)
     x, y = _as_number(a), _as_number(b)
     if x is None or y is None:
         return False
@@ -80,9 +90,12 @@ def _normalise(value: Any) -> Any:
 
 
 def _values_close(a: Any, b: Any, options: CompareOptions) -> bool:
+    """``a`` (returned) against ``b`` (expected)."""
     if isinstance(a, bool) or isinstance(b, bool):
         return a == b
     if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        if isinstance(b, int):  # an expected integer: exact (2.0 still equals 2)
+            return a == b
         if isinstance(a, float) or isinstance(b, float):
             if math.isnan(a) or math.isnan(b):
                 return math.isnan(a) and math.isnan(b)

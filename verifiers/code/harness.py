@@ -7,21 +7,38 @@ test borrows from the candidate's code are proxies: a call sends plain-data argu
 channel and gets plain data back (:mod:`.wire`). So a returned object cannot fake equality, the
 candidate never sees the tests or ``check``, and an exit, a crash or a hang in the candidate only
 breaks the channel, which fails the test. The verdict of each test is decided here: it passed
-when its code (the ``check`` call, or one ``assert`` statement) finished without an exception.
+when its code (the ``check`` call, one ``assert`` statement, or one pytest-style ``test_*``
+function) finished without an exception. Assert-style tests under ``if __name__ ==
+"__main__":`` run like top-level ones. A reference whose tests ran no ``assert`` and never
+called the candidate proves nothing: that is reported (``no_test_executed``), never a pass.
 
-Run as ``python -m rewardkit.verifiers.code.harness FD`` with FD the control socket.
+In call style the judge also calls the candidate and compares the values (:mod:`.compare`), so
+the candidate's replies are decoded here, under this process's memory and CPU limits, never in
+the scorer's own process. Each test has an absolute deadline, enforced across every read of a
+reply and, by a timer signal, across decoding and the test's own code.
+
+Run as ``python -m rewardkit.verifiers.code.harness FD MEMORY_MB`` with FD the control socket.
 """
 from __future__ import annotations
 
 import ast
 import builtins
+import inspect
+import math
+import resource
+import signal
 import socket
 import sys
 import time
 import traceback
 from typing import Any, Callable
 
+from .compare import CompareOptions, value_matches
 from .wire import WireError, from_tree, recv_msg, send_msg, to_tree
+
+#: Exceptions never rebuilt as themselves on the trusted side: raised out of a call inside
+#: ``map``/``all``/a generator, they would end the test's iteration early (a silent pass).
+_CONTROL_FLOW = {"StopIteration", "StopAsyncIteration"}
 
 
 class CandidateGone(BaseException):
@@ -42,7 +59,7 @@ def _rebuild(kind: str, message: str) -> Exception:
     """The candidate's exception on the trusted side: the same builtin type when it is one (a
     test may expect ``ValueError``), else :class:`CandidateError`. Never a type the candidate
     defined."""
-    cls = getattr(builtins, kind, None)
+    cls = getattr(builtins, kind, None) if kind not in _CONTROL_FLOW else None
     if isinstance(cls, type) and issubclass(cls, Exception):
         try:
             return cls(message)
@@ -69,10 +86,13 @@ class Channel:
         try:
             self.sock.settimeout(remaining)
             send_msg(self.sock, message)
-            return recv_msg(self.sock)
+            return recv_msg(self.sock, deadline=self.deadline)
         except socket.timeout:
             self.gone = "the candidate timed out"
             raise CandidateTimeout("time limit exceeded") from None
+        except MemoryError:
+            self.gone = "the candidate's reply exceeded the judge's memory limit"
+            raise CandidateGone(self.gone) from None
         except (WireError, OSError) as exc:
             self.gone = f"the candidate process ended or hung up ({exc})"
             raise CandidateGone(self.gone) from None
@@ -89,6 +109,9 @@ class Channel:
         if reply.get("ok") is True:
             try:
                 return from_tree(reply.get("value"))
+            except MemoryError:
+                self.gone = "the candidate's value exceeded the judge's memory limit"
+                raise CandidateGone(self.gone) from None
             except WireError as exc:
                 self.gone = f"the candidate sent a malformed value ({exc})"
                 raise CandidateGone(self.gone) from None
@@ -147,6 +170,95 @@ def _message(exc: BaseException, test: str) -> str:
     return f"{type(exc).__name__}: {exc}"[:2000]
 
 
+def _is_main_guard(node: ast.stmt) -> bool:
+    """``if __name__ == "__main__":`` (either operand order)."""
+    if not isinstance(node, ast.If) or not isinstance(node.test, ast.Compare):
+        return False
+    test = node.test
+    if len(test.ops) != 1 or not isinstance(test.ops[0], ast.Eq):
+        return False
+    sides = [test.left, test.comparators[0]]
+    return any(isinstance(x, ast.Name) and x.id == "__name__" for x in sides) and \
+        any(isinstance(x, ast.Constant) and x.value == "__main__" for x in sides)
+
+
+def top_level_statements(tree: ast.Module) -> list[ast.stmt]:
+    """The module's statements, with the body of each ``if __name__ == "__main__":`` block
+    spliced in its place (its asserts are tests like top-level ones; its ``else`` is dropped)."""
+    out: list[ast.stmt] = []
+    for node in tree.body:
+        out.extend(node.body if _is_main_guard(node) else [node])
+    return out
+
+
+class _CountChecks(ast.NodeTransformer):
+    """Puts ``__rk_check__()`` before every ``assert``: the judge counts the checks a test ran
+    (evidence that it tested something, see :meth:`Judge.run`)."""
+
+    def visit_Assert(self, node: ast.Assert) -> list[ast.stmt]:
+        call = ast.Expr(ast.Call(ast.Name("__rk_check__", ast.Load()), [], []))
+        return [ast.copy_location(call, node), node]
+
+
+def _instrumented(tree: ast.AST) -> ast.AST:
+    return ast.fix_missing_locations(_CountChecks().visit(tree))
+
+
+def collect_test_functions(namespace: dict[str, Any]) -> list[tuple[str, Callable[[], Any]]]:
+    """pytest-style tests the test code defined, in definition order: ``test*`` functions and
+    ``test*`` methods of ``Test*`` classes without an ``__init__`` (pytest's default rules).
+    Only objects the trusted test code defined, never a proxy of the candidate's names."""
+    found: list[tuple[str, Callable[[], Any]]] = []
+    for name, obj in list(namespace.items()):
+        if name.startswith("test") and inspect.isfunction(obj) and _from_test(obj):
+            found.append((name, obj))
+        elif name.startswith("Test") and isinstance(obj, type) and "__init__" not in vars(obj):
+            for attr, method in vars(obj).items():
+                if attr.startswith("test") and inspect.isfunction(method) and _from_test(method):
+                    found.append((f"{name}.{attr}",
+                                  lambda cls=obj, attr=attr: getattr(cls(), attr)()))
+    return found
+
+
+def _from_test(fn: Callable[..., Any]) -> bool:
+    return getattr(getattr(fn, "__code__", None), "co_filename", None) == "<test>"
+
+
+def _required_parameters(fn: Callable[..., Any]) -> list[str]:
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return []
+    return [p.name for p in params if p.default is p.empty
+            and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+
+
+def _short(value: Any, limit: int = 120) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+class _Alarm:
+    """A test's deadline as a timer signal: it interrupts whatever runs past it here (decoding
+    a crafted reply, the test's own code grinding on a huge value), not only reads."""
+
+    def __init__(self, channel: Channel) -> None:
+        self.channel = channel
+
+    def __enter__(self) -> "_Alarm":
+        remaining = self.channel.deadline - time.monotonic()
+        signal.signal(signal.SIGALRM, self._fire)
+        signal.setitimer(signal.ITIMER_REAL, max(remaining, 1e-3))
+        return self
+
+    def _fire(self, *_: Any) -> None:
+        self.channel.gone = self.channel.gone or "the candidate timed out"
+        raise CandidateTimeout("time limit exceeded")
+
+    def __exit__(self, *_: Any) -> None:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+
+
 class Judge:
     """Runs one job: load the candidate, bind the names the test borrows, run each test."""
 
@@ -155,8 +267,14 @@ class Judge:
         self.timeout = float(job["timeout"])
         self.channel = Channel(sock)
         self.results: list[dict[str, Any]] = []
+        self.checks = 0
+
+    def _count_check(self) -> None:
+        self.checks += 1
 
     def run(self) -> dict[str, Any]:
+        if self.job["style"] == "call":
+            return self._run_calls()
         namespace, load_error = self._load()
         statements = self._tests()
         if load_error is not None:
@@ -164,11 +282,14 @@ class Judge:
             for name, _ in statements:
                 if name is not None:
                     self._record(name, verdict, load_error, 0.0)
+            if not self.results:
+                self._record("test", verdict, load_error, 0.0)
             return self._reply(load_error)
         setup_error: str | None = None
         for name, code in statements:
             if setup_error is not None:
-                self._record(name, "not_run", setup_error, 0.0)
+                if name is not None:
+                    self._record(name, "not_run", setup_error, 0.0)
                 continue
             verdict, message, elapsed = self._run_one(code, namespace)
             if name is None:  # a setup statement: only its failure matters
@@ -178,12 +299,30 @@ class Judge:
             self._record(name, verdict, message, elapsed)
             if verdict in ("timeout", "crashed"):
                 setup_error = f"not run: {message}"
+        if self.job["style"] == "assert":
+            for name, fn in collect_test_functions(namespace):
+                if setup_error is not None:
+                    self._record(name, "not_run", setup_error, 0.0)
+                    continue
+                needs = _required_parameters(fn)
+                if needs:
+                    self._record(name, "failed", f"{name} needs arguments {needs} (pytest "
+                                 "fixtures and parametrize are not supported)", 0.0)
+                    continue
+                verdict, message, elapsed = self._run_one(fn, namespace)
+                self._record(name, verdict, message, elapsed)
+                if verdict in ("timeout", "crashed"):
+                    setup_error = f"not run: {message}"
         if setup_error is not None and not self.results:
             self._record("test", "failed", setup_error, 0.0)
         return self._reply(None)
 
     def _reply(self, load_error: str | None) -> dict[str, Any]:
-        return {"tests": self.results, "load_error": load_error, "calls": self.channel.calls}
+        reply = {"tests": self.results, "load_error": load_error, "calls": self.channel.calls,
+                 "checks": self.checks}
+        if load_error is None and self.channel.calls == 0 and self.checks == 0:
+            reply["no_test_executed"] = True
+        return reply
 
     def _record(self, name: str | None, verdict: str, message: str | None, elapsed: float) -> None:
         entry: dict[str, Any] = {"name": name, "verdict": verdict, "time_s": round(elapsed, 6)}
@@ -191,20 +330,36 @@ class Judge:
             entry["message"] = message
         self.results.append(entry)
 
+    def _trusted_prelude(self) -> tuple[dict[str, Any], set[str]]:
+        """A namespace with the trusted prompt's definitions (the reference's ``prompt`` or the
+        sample's prompt), and the names it defined."""
+        fresh = {"__name__": "__test__", "__builtins__": builtins,
+                 "__rk_check__": self._count_check}
+        prelude = self.job.get("prelude")
+        if not prelude:
+            return fresh, set()
+        namespace = dict(fresh)
+        try:
+            with _Alarm(self.channel):
+                exec(compile(prelude, "<prelude>", "exec"), namespace)
+        except BaseException:  # noqa: BLE001 - a prelude that does not run only loses helpers
+            return fresh, set()
+        return namespace, {k for k in namespace if not k.startswith("__")}
+
     def _load(self) -> tuple[dict[str, Any], str | None]:
         job = self.job
-        namespace: dict[str, Any] = {"__name__": "__test__", "__builtins__": builtins}
-        prelude_names: set[str] = set()
-        if job.get("prelude"):
-            try:
-                exec(compile(job["prelude"], "<prelude>", "exec"), namespace)
-                prelude_names = {k for k in namespace if not k.startswith("__")}
-            except Exception:  # noqa: BLE001 - a prelude that does not run only loses helpers
-                namespace = {"__name__": "__test__", "__builtins__": builtins}
+        self.channel.deadline = time.monotonic() + self.timeout
+        namespace, prelude_names = self._trusted_prelude()
         entry = job.get("entry_point")
-        wanted = free_names(job["test"]) - prelude_names
-        if entry:
-            wanted.add(entry)
+        if job["style"] == "humaneval":
+            # check(candidate) receives the entry point; every other name the test uses is the
+            # dataset's (the trusted prompt's helpers, such as HumanEval/38's encode_cyclic),
+            # never the candidate's own definition of it.
+            wanted = {entry}
+        else:
+            wanted = free_names(job["test"]) - prelude_names
+            if entry:
+                wanted.add(entry)
         self.channel.deadline = time.monotonic() + self.timeout
         try:
             reply = self.channel.request({"op": "load", "code": job["code"],
@@ -223,7 +378,7 @@ class Judge:
             elif spec.get("kind") == "value":
                 try:
                     namespace[name] = from_tree(spec.get("value"))
-                except WireError:
+                except (WireError, MemoryError):
                     continue
         if entry and not (isinstance(names, dict) and entry in names
                           and callable(namespace.get(entry))):
@@ -235,27 +390,39 @@ class Judge:
     def _tests(self) -> list[tuple[str | None, Any]]:
         """(name, code) pairs in order; name None marks a setup statement."""
         test = self.job["test"]
-        if self.job["style"] == "humaneval":
-            return [(None, compile(test, "<test>", "exec")),
-                    ("check", compile("check(__rk_candidate__)", "<check>", "exec"))]
         tree = ast.parse(test)
+        if self.job["style"] == "humaneval":
+            return [(None, compile(_instrumented(tree), "<test>", "exec")),
+                    ("check", compile("check(__rk_candidate__)", "<check>", "exec"))]
+        statements = top_level_statements(tree)
         out: list[tuple[str | None, Any]] = []
-        asserts = [isinstance(s, ast.Assert) for s in tree.body]
+        asserts = [isinstance(s, ast.Assert) for s in statements]
         if not any(asserts):
-            return [("test", compile(tree, "<test>", "exec"))]
-        for stmt, is_assert in zip(tree.body, asserts):
-            code = compile(ast.Module(body=[stmt], type_ignores=[]), "<test>", "exec")
+            module = ast.Module(body=statements, type_ignores=[])
+            # With pytest-style tests, the module only defines them: each is then a test.
+            pytest_style = any(isinstance(s, (ast.FunctionDef, ast.ClassDef))
+                               and s.name.lower().startswith("test") for s in statements)
+            return [(None if pytest_style else "test",
+                     compile(_instrumented(module), "<test>", "exec"))]
+        for stmt, is_assert in zip(statements, asserts):
+            module = ast.Module(body=[stmt], type_ignores=[])
+            code = compile(_instrumented(module), "<test>", "exec")
             name = f"line {stmt.lineno}: {ast.get_source_segment(test, stmt) or ''}"[:200]
             out.append((name if is_assert else None, code))
         return out
 
     def _run_one(self, code: Any, namespace: dict[str, Any]) -> tuple[str, str | None, float]:
+        """Run one test (compiled code, or a test function) under its deadline."""
         if self.job.get("entry_point"):
             namespace["__rk_candidate__"] = namespace.get(self.job["entry_point"])
         self.channel.deadline = time.monotonic() + self.timeout
         start = time.perf_counter()
         try:
-            exec(code, namespace)
+            with _Alarm(self.channel):
+                if callable(code):
+                    code()
+                else:
+                    exec(code, namespace)
         except CandidateTimeout:
             return "timeout", f"time limit of {self.timeout:g} s exceeded", \
                 time.perf_counter() - start
@@ -266,8 +433,75 @@ class Judge:
             return verdict, self.channel.gone or _message(exc, self.job["test"]), \
                 time.perf_counter() - start
         if self.channel.gone:  # the test swallowed the candidate's exit: still a failure
-            return "crashed", self.channel.gone, time.perf_counter() - start
+            verdict = "timeout" if "timed out" in self.channel.gone else "crashed"
+            return verdict, self.channel.gone, time.perf_counter() - start
         return "passed", None, time.perf_counter() - start
+
+    # -- call style -----------------------------------------------------------------------------
+    def _run_calls(self) -> dict[str, Any]:
+        """``fn_name(*inputs[i]) == outputs[i]`` case by case, until the candidate is gone (the
+        host then starts a fresh candidate for the rest)."""
+        job = self.job
+        fn = job["fn_name"]
+        inputs, outputs = from_tree(job["inputs"]), from_tree(job["outputs"])
+        options = CompareOptions(**job["compare"])
+        self.channel.deadline = time.monotonic() + float(job["load_timeout"])
+        load_error = self._load_for_call(fn)
+        if load_error is not None:
+            self._record(None, "failed", load_error, 0.0)
+            return {"tests": self.results, "load_error": load_error}
+        for args, expected in zip(inputs, outputs):
+            self.channel.deadline = time.monotonic() + self.timeout
+            start = time.perf_counter()
+            entry: dict[str, Any] = {}
+            try:
+                with _Alarm(self.channel):
+                    value = self.channel.call(fn, tuple(args), {})
+                    matched = value_matches(value, expected, options)
+                if matched:
+                    entry["verdict"] = "passed"
+                else:
+                    entry["verdict"] = "wrong_answer"
+                    entry["message"] = f"{fn}{_short(tuple(args))} returned {_short(value)}, " \
+                                       f"expected {_short(expected)}"
+            except CandidateTimeout:
+                entry = {"verdict": "timeout",
+                         "message": f"time limit of {self.timeout:g} s exceeded"}
+            except CandidateGone as exc:
+                entry = {"verdict": "crashed", "message": str(exc)}
+            except Exception as exc:  # noqa: BLE001 - the candidate raised: a failed case
+                entry = {"verdict": "failed", "message": f"{type(exc).__name__}: {exc}"[:2000]}
+            entry["time_s"] = round(time.perf_counter() - start, 6)
+            self.results.append(entry)
+            if self.channel.gone:
+                break
+        return {"tests": self.results, "load_error": None}
+
+    def _load_for_call(self, fn: str) -> str | None:
+        try:
+            reply = self.channel.request({"op": "load", "code": self.job["code"], "names": [fn]})
+        except (CandidateGone, CandidateTimeout) as exc:
+            return f"loading the candidate's code: {exc}"
+        if reply.get("ok") is not True:
+            kind, text = _error_fields(reply.get("error"))
+            return f"the candidate's code raised {kind}: {text}"[:2000]
+        names = reply.get("names")
+        if not isinstance(names, dict) or not isinstance(names.get(fn), dict) \
+                or names[fn].get("kind") != "callable":
+            return f"the candidate's code does not define {fn}()"
+        return None
+
+
+def _limit_job_cpu(seconds: float) -> None:
+    """Let this judge use at most ``seconds`` more CPU time (SIGXCPU ends it past that); the
+    limit is moved forward for each job since the judge process is reused."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    used = usage.ru_utime + usage.ru_stime
+    _, hard = resource.getrlimit(resource.RLIMIT_CPU)
+    soft = math.ceil(used + seconds) + 1
+    if hard != resource.RLIM_INFINITY:
+        soft = min(soft, hard)
+    resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
 
 
 def serve(control: socket.socket) -> None:
@@ -281,9 +515,10 @@ def serve(control: socket.socket) -> None:
             return
         with socket.socket(fileno=fds[0]) as channel:
             try:
-                job = recv_msg(control)
+                job = recv_msg(control, max_nodes=None)
             except WireError:
                 return
+            _limit_job_cpu(float(job.get("cpu_s", 3600)))
             try:
                 reply = Judge(job, channel).run()
             except Exception as exc:  # noqa: BLE001 - reported as the job's error
@@ -291,6 +526,16 @@ def serve(control: socket.socket) -> None:
         send_msg(control, reply)
 
 
-if __name__ == "__main__":
+def main(argv: list[str]) -> None:
+    """Set this judge's own limits, then serve: whatever a candidate sends is decoded here, so
+    it can cost no more memory than ``MEMORY_MB``."""
     sys.setrecursionlimit(10_000)
-    serve(socket.socket(fileno=int(sys.argv[1])))
+    if len(argv) > 2:
+        limit = int(argv[2]) << 20
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    serve(socket.socket(fileno=int(argv[1])))
+
+
+if __name__ == "__main__":
+    main(sys.argv)

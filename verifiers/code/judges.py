@@ -5,6 +5,11 @@ returned; running it in a separate process lets the caller kill it at its deadli
 wedging itself. Why not ``multiprocessing.Pool`` or ``ProcessPoolExecutor``: neither can kill one
 stuck task, and neither passes a socket's file descriptor to a task (here ``socket.send_fds``
 hands the candidate's channel straight to the judge, so calls take one hop).
+
+The judges decode what the candidate sends, so each runs under its own limits: an address-space
+limit (``memory_mb``), a CPU-time limit per job (SIGXCPU past it) and the caller's wall-clock
+kill. A judge that dies at one of them (killed by a signal) raises :class:`JudgeLimit`: the
+candidate's doing, a failed test; any other judge failure is an error of the reward.
 """
 from __future__ import annotations
 
@@ -19,16 +24,25 @@ from typing import Any
 from .wire import WireError, recv_msg, send_msg
 
 
+#: Default address-space limit of a judge process (MiB).
+JUDGE_MEMORY_MB = 2048
+
+
 class JudgeTimeout(RuntimeError):
     """The judge did not answer in time; it was killed."""
 
 
+class JudgeLimit(RuntimeError):
+    """The judge was ended by a signal (its CPU or memory limit) while running a job."""
+
+
 class _Worker:
-    def __init__(self) -> None:
+    def __init__(self, memory_mb: int) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self.control = ours
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "rewardkit.verifiers.code.harness", str(theirs.fileno())],
+            [sys.executable, "-m", "rewardkit.verifiers.code.harness", str(theirs.fileno()),
+             str(memory_mb)],
             pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, close_fds=True,
         )
         theirs.close()
@@ -42,6 +56,13 @@ class _Worker:
         except socket.timeout:
             raise JudgeTimeout(f"the test code did not finish within {timeout:g} s") from None
         except (WireError, OSError) as exc:
+            try:
+                code = self.proc.wait(timeout=1.0)
+            except subprocess.TimeoutExpired:
+                code = None
+            if code is not None and code < 0:
+                raise JudgeLimit(f"the judge process was ended by signal {-code} (its CPU or "
+                                 "memory limit) while handling the candidate's replies") from None
             raise RuntimeError(f"the judge process failed: {exc}") from None
 
     def kill(self) -> None:
@@ -52,15 +73,17 @@ class _Worker:
 
 
 class JudgePool:
-    """Up to ``size`` judge processes, started on first use and reused.
+    """Up to ``size`` judge processes, started on first use and reused, each limited to
+    ``memory_mb`` of address space.
 
     Thread-safe: each :meth:`run` leases one judge; a judge that timed out or broke is killed and
     replaced on the next lease.
     """
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, memory_mb: int = JUDGE_MEMORY_MB) -> None:
         if size < 1:
             raise ValueError(f"judge pool size must be >= 1, got {size}")
+        self.memory_mb = memory_mb
         self._idle: queue.LifoQueue[_Worker] = queue.LifoQueue()
         self._slots = threading.BoundedSemaphore(size)
         self._lock = threading.Lock()
@@ -87,7 +110,7 @@ class JudgePool:
                 try:
                     worker = self._idle.get_nowait()
                 except queue.Empty:
-                    worker = _Worker()
+                    worker = _Worker(self.memory_mb)
                     self._all.add(worker)
                     return worker
                 if worker.proc.poll() is None:

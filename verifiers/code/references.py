@@ -5,7 +5,8 @@ Four styles, told apart by their keys:
 - HumanEval: ``{"test": "<defines check(candidate)>", "entry_point": "fn"}``; an optional
   ``"prompt"`` (the HumanEval record's own) is trusted code whose helpers the test may call
   (HumanEval/38's ``encode_cyclic``), so those helpers come from the dataset, not the candidate.
-- assert: ``{"test": "assert f(1) == 2\\n..."}``; each top-level ``assert`` is one test.
+- assert: ``{"test": "assert f(1) == 2\\n..."}``; each top-level ``assert`` is one test (those
+  under ``if __name__ == "__main__":`` too), and so is each pytest-style ``test*`` function.
 - I/O (APPS/TACO): ``{"inputs": [stdin, ...], "outputs": [stdout, ...]}``.
 - call (APPS/TACO): ``{"fn_name": "f", "inputs": [[args...], ...], "outputs": [value, ...]}``.
 Any style may add ``"language"``, ``"timeout"`` (seconds per test) and ``"memory_mb"``.
@@ -21,6 +22,7 @@ from typing import Any, Mapping
 from rewardkit.scorer import RewardInputError
 
 from .extract import normalise_language
+from .harness import top_level_statements
 
 STYLES = ("humaneval", "assert", "io", "call")
 
@@ -59,13 +61,23 @@ class CodeReference:
         if self.style in ("io", "call"):
             return len(self.inputs)
         if self.style == "assert":
-            return max(1, len(assert_statements(self.test or "")))
+            test = self.test or ""
+            return max(1, len(assert_statements(test)) + len(test_functions(test)))
         return 1
 
 
 def assert_statements(test: str) -> list[int]:
-    """Indices of the top-level ``assert`` statements of ``test`` (each is one test)."""
-    return [i for i, node in enumerate(ast.parse(test).body) if isinstance(node, ast.Assert)]
+    """Indices of the top-level ``assert`` statements of ``test`` (each is one test), counting
+    those in an ``if __name__ == "__main__":`` block, which the judge runs too."""
+    return [i for i, node in enumerate(top_level_statements(ast.parse(test)))
+            if isinstance(node, ast.Assert)]
+
+
+def test_functions(test: str) -> list[str]:
+    """Names of the pytest-style ``test*`` functions ``test`` defines at top level."""
+    return [node.name for node in ast.parse(test).body
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and node.name.startswith("test")]
 
 
 def _bad(message: str) -> RewardInputError:

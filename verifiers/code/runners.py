@@ -3,27 +3,26 @@ test, the candidate's stderr excerpt and the sandbox statuses seen.
 
 - HumanEval and assert styles: the candidate runs in the sandbox behind the stub; the test code
   runs in a judge process (:mod:`.judges`, :mod:`.harness`) holding the other end of the channel.
-- call style: the expected values are plain data, so this process itself calls the candidate
-  through the channel and compares what comes back (:mod:`.compare`); each call has its own
-  time limit, and a candidate that hangs or dies is restarted for the next case.
+- call style: a judge process calls the candidate through the channel and compares what comes
+  back (:mod:`.compare`), so the candidate's replies are never decoded in this process; each
+  call has its own time limit, and a candidate that hangs or dies is restarted for the rest.
 - I/O style: one sandboxed run per case, stdin in, stdout compared here.
 """
 from __future__ import annotations
 
-import contextlib
 import functools
 import socket
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from rewardkit.sandboxes import Limits, Program, Sandbox
+from rewardkit.scorer import RewardInputError
 
-from .compare import CompareOptions, text_matches, value_matches
-from .harness import CandidateGone, CandidateTimeout, Channel
-from .judges import JudgePool, JudgeTimeout
+from .compare import CompareOptions, text_matches
+from .judges import JudgeLimit, JudgePool, JudgeTimeout
 from .references import CodeReference
+from .wire import to_tree
 
 # Seconds allowed on top of the per-test limits for starting the interpreter and loading code.
 START_SLACK_S = 2.0
@@ -75,26 +74,44 @@ def _limits(base: Limits, cpu_s: float, wall_s: float, memory_mb: int) -> Limits
     return base.replace(cpu_s=cpu_s, wall_s=wall_s, memory_mb=memory_mb)
 
 
+def _judge(judges: JudgePool, job: dict[str, Any], proc: Any, budget: float) -> dict[str, Any]:
+    """Run ``job`` in a judge; a judge killed at its deadline or limits fails the tests."""
+    job["cpu_s"] = budget + START_SLACK_S
+    try:
+        return judges.run(job, proc.channel, timeout=budget + START_SLACK_S)
+    except JudgeTimeout as exc:
+        return {"tests": [{"name": "test", "verdict": "timeout", "time_s": budget,
+                           "message": str(exc)}], "judge_lost": True}
+    except JudgeLimit as exc:
+        return {"tests": [{"name": "test", "verdict": "crashed", "time_s": 0.0,
+                           "message": str(exc)}], "judge_lost": True}
+
+
 def run_judged(sandbox: Sandbox, judges: JudgePool, ref: CodeReference, code: str,
-               timeout: float, memory_mb: int, base: Limits, stderr_chars: int) -> Outcome:
-    """HumanEval / assert style: test code in a judge process, candidate in the sandbox."""
+               timeout: float, memory_mb: int, base: Limits, stderr_chars: int,
+               prelude: str | None = None) -> Outcome:
+    """HumanEval / assert style: test code in a judge process, candidate in the sandbox.
+    ``prelude`` is the trusted prompt whose helpers the tests may use."""
     outcome = Outcome()
     budget = timeout * (ref.n_tests + 1) + START_SLACK_S
     program = Program(source=candidate_program(), language="python", channel=True)
     job = {"style": ref.style, "code": code, "test": ref.test, "entry_point": ref.entry_point,
-           "prelude": ref.prelude, "timeout": timeout}
+           "prelude": prelude, "timeout": timeout}
     with sandbox.start(program, _limits(base, budget, budget, memory_mb)) as proc:
-        try:
-            reply = judges.run(job, proc.channel, timeout=budget + START_SLACK_S)
-        except JudgeTimeout as exc:
-            reply = {"tests": [{"name": "test", "verdict": "timeout", "time_s": budget,
-                                "message": str(exc)}]}
-        hung = any(t.get("verdict") == "timeout" for t in reply.get("tests") or [])
+        reply = _judge(judges, job, proc, budget)
+        hung = reply.get("judge_lost") or \
+            any(t.get("verdict") == "timeout" for t in reply.get("tests") or [])
         result = _end(proc, hung)
     outcome.statuses.append(result.status)
     outcome.add_stderr(result.stderr, stderr_chars)
     if "error" in reply:
         raise RuntimeError(f"the judge failed: {reply['error']}")
+    if reply.get("no_test_executed") and all(t.get("verdict") == "passed"
+                                             for t in reply.get("tests") or []):
+        raise RewardInputError(
+            "no test executed: the reference's tests ran no assert and never called the "
+            "candidate, so they prove nothing (tests under if __name__ == '__main__' and "
+            "pytest-style test_* functions are run; unittest classes are not)")
     outcome.tests = list(reply.get("tests") or [])
     if not outcome.tests:
         outcome.tests = [{"name": "test", "verdict": "failed", "time_s": 0.0,
@@ -102,72 +119,46 @@ def run_judged(sandbox: Sandbox, judges: JudgePool, ref: CodeReference, code: st
     return outcome
 
 
-def run_calls(sandbox: Sandbox, ref: CodeReference, code: str, timeout: float, memory_mb: int,
-              base: Limits, compare: CompareOptions, stderr_chars: int) -> Outcome:
-    """Call style: ``fn_name(*inputs[i]) == outputs[i]``, each case with its own time limit."""
+def run_calls(sandbox: Sandbox, judges: JudgePool, ref: CodeReference, code: str,
+              timeout: float, memory_mb: int, base: Limits, compare: CompareOptions,
+              stderr_chars: int) -> Outcome:
+    """Call style: ``fn_name(*inputs[i]) == outputs[i]``, each case with its own time limit,
+    called and compared in a judge process; a candidate that hung or died is restarted for the
+    cases after it."""
     outcome = Outcome()
     program = Program(source=candidate_program(), language="python", channel=True)
-    fn = ref.fn_name or ""
     n = len(ref.inputs)
-    channel: Channel | None = None
-    fatal: str | None = None
-    with contextlib.ExitStack() as stack:
-        proc = None
-        for i, (args, expected) in enumerate(zip(ref.inputs, ref.outputs)):
-            if fatal is not None:
-                outcome.tests.append({"verdict": "failed", "time_s": 0.0, "message": fatal})
-                continue
-            if channel is None:
-                budget = timeout * (n - i + 1) + START_SLACK_S
-                proc = stack.enter_context(
-                    sandbox.start(program, _limits(base, budget, budget, memory_mb)))
-                channel = Channel(proc.channel)
-                channel.deadline = time.monotonic() + timeout + START_SLACK_S
-                fatal = _load(channel, code, fn)
-                if fatal is not None:
-                    outcome.tests.append({"verdict": "failed", "time_s": 0.0, "message": fatal})
-                    continue
-            channel.deadline = time.monotonic() + timeout
-            start = time.perf_counter()
-            entry: dict[str, Any] = {}
-            try:
-                value = channel.call(fn, tuple(args), {})
-                entry["verdict"] = "passed" if value_matches(value, expected, compare) \
-                    else "wrong_answer"
-                if entry["verdict"] != "passed":
-                    entry["message"] = f"{fn}{_short(tuple(args))} returned {_short(value)}, " \
-                                       f"expected {_short(expected)}"
-            except CandidateTimeout:
-                entry = {"verdict": "timeout", "message": f"time limit of {timeout:g} s exceeded"}
-            except CandidateGone as exc:
-                entry = {"verdict": "crashed", "message": str(exc)}
-            except Exception as exc:  # noqa: BLE001 - the candidate raised: a failed case
-                entry = {"verdict": "failed", "message": f"{type(exc).__name__}: {exc}"[:2000]}
-            entry["time_s"] = round(time.perf_counter() - start, 6)
-            outcome.tests.append(entry)
-            if channel.gone and proc is not None:
-                _finish(proc, outcome, stderr_chars, hung=True)
-                channel, proc = None, None
-        if proc is not None:
-            _finish(proc, outcome, stderr_chars, hung=fatal is not None)
+    options = {"mode": compare.mode, "rel_tol": compare.rel_tol, "abs_tol": compare.abs_tol,
+               "unwrap_singleton": compare.unwrap_singleton}
+    done = 0
+    while done < n:
+        budget = timeout * (n - done + 1) + START_SLACK_S
+        job = {"style": "call", "code": code, "fn_name": ref.fn_name or "",
+               "inputs": to_tree(list(ref.inputs[done:])),
+               "outputs": to_tree(list(ref.outputs[done:])), "compare": options,
+               "timeout": timeout, "load_timeout": timeout + START_SLACK_S}
+        with sandbox.start(program, _limits(base, budget, budget, memory_mb)) as proc:
+            reply = _judge(judges, job, proc, budget)
+            tests = list(reply.get("tests") or [])
+            hung = bool(reply.get("judge_lost") or reply.get("load_error")) or \
+                any(t.get("verdict") in ("timeout", "crashed") for t in tests)
+            result = _end(proc, hung)
+        outcome.statuses.append(result.status)
+        outcome.add_stderr(result.stderr, stderr_chars)
+        if "error" in reply:
+            raise RuntimeError(f"the judge failed: {reply['error']}")
+        for entry in tests:
+            entry.pop("name", None)
+        if reply.get("load_error") or reply.get("judge_lost") or not tests:
+            # Nothing more can be learnt from this candidate: the rest fail the same way.
+            first = tests[0] if tests else {"verdict": "failed", "message": "no reply"}
+            outcome.tests += [{"verdict": first["verdict"], "time_s": 0.0,
+                               "message": first.get("message")} for _ in range(n - done)]
+            outcome.tests[done]["time_s"] = first.get("time_s", 0.0)
+            break
+        outcome.tests += tests
+        done += len(tests)
     return outcome
-
-
-def _load(channel: Channel, code: str, fn: str) -> str | None:
-    """Load the candidate's code; an error message when it cannot serve ``fn``."""
-    try:
-        reply = channel.request({"op": "load", "code": code, "names": [fn]})
-    except (CandidateGone, CandidateTimeout) as exc:
-        return f"loading the candidate's code: {exc}"
-    if reply.get("ok") is not True:
-        error = reply.get("error")
-        text = ": ".join(error) if isinstance(error, list) else "unknown error"
-        return f"the candidate's code raised {text}"[:2000]
-    names = reply.get("names")
-    if not isinstance(names, dict) or not isinstance(names.get(fn), dict) \
-            or names[fn].get("kind") != "callable":
-        return f"the candidate's code does not define {fn}()"
-    return None
 
 
 def _end(proc: Any, hung: bool = False) -> Any:
@@ -186,12 +177,6 @@ def _end(proc: Any, hung: bool = False) -> Any:
     except TimeoutError:
         proc.kill()
         return proc.result(timeout=START_SLACK_S)
-
-
-def _finish(proc: Any, outcome: Outcome, stderr_chars: int, hung: bool) -> None:
-    result = _end(proc, hung)
-    outcome.statuses.append(result.status)
-    outcome.add_stderr(result.stderr, stderr_chars)
 
 
 def run_io(sandbox: Sandbox, ref: CodeReference, code: str, language: str, timeout: float,

@@ -6,6 +6,7 @@ value = 1.0 when every test passed (or the fraction passed, with ``partial_credi
 """
 from __future__ import annotations
 
+import ast
 import os
 import re
 import threading
@@ -51,6 +52,8 @@ class CodeOptions:
             sample's prompt, if it defines the entry point) in front of it.
         stderr_chars: characters of the candidate's stderr kept in ``info["stderr"]``.
         max_output_bytes: stdout/stderr bytes kept per run.
+        judge_memory_mb: address-space limit of each judge process (the trusted side that
+            decodes the candidate's replies and runs the tests).
     """
 
     partial_credit: bool = False
@@ -65,12 +68,15 @@ class CodeOptions:
     prepend_prompt: bool = True
     stderr_chars: int = 2000
     max_output_bytes: int = 1 << 20
+    judge_memory_mb: int = 2048
 
     def __post_init__(self) -> None:
         if not self.timeout > 0:
             raise ValueError(f"timeout must be a positive number of seconds, got {self.timeout!r}")
         if not self.memory_mb > 0:
             raise ValueError(f"memory_mb must be positive, got {self.memory_mb!r}")
+        if not self.judge_memory_mb >= 256:
+            raise ValueError(f"judge_memory_mb must be >= 256, got {self.judge_memory_mb!r}")
         if self.compare not in MODES:
             raise ValueError(f"compare must be one of {MODES}, got {self.compare!r}")
         if normalise_language(self.language) is None:
@@ -122,7 +128,7 @@ class CodeVerifier(Scorer):
     def judges(self) -> JudgePool:
         with self._lock:
             if self._judges is None:
-                self._judges = JudgePool(self.concurrency)
+                self._judges = JudgePool(self.concurrency, self.options.judge_memory_mb)
             return self._judges
 
     def close(self) -> None:
@@ -158,24 +164,26 @@ class CodeVerifier(Scorer):
                                       f"completion's code is {language}")
             return Score(0.0, info=info)
         code = self._program(extracted.code, ref, sample)
-        outcome = self._run(ref, code, language, timeout, memory_mb)
+        prelude = _trusted_prelude(ref, sample)
+        outcome = self._run(ref, code, language, timeout, memory_mb, prelude)
         if "sandbox_error" in outcome.statuses:
             # The sandbox itself failed (not the candidate): one retry, and the info says so.
             info["retried_after_sandbox_error"] = True
-            outcome = self._run(ref, code, language, timeout, memory_mb)
+            outcome = self._run(ref, code, language, timeout, memory_mb, prelude)
         return self._score(outcome, info, time.perf_counter() - started)
 
     def _run(self, ref: CodeReference, code: str, language: str, timeout: float,
-             memory_mb: int) -> Outcome:
+             memory_mb: int, prelude: str | None) -> Outcome:
         base = Limits(max_output_bytes=self.options.max_output_bytes)
         chars = self.options.stderr_chars
         if ref.style == "io":
             return run_io(self.sandbox, ref, code, language, timeout, memory_mb, base,
                           self.compare, chars)
         if ref.style == "call":
-            return run_calls(self.sandbox, ref, code, timeout, memory_mb, base, self.compare,
-                             chars)
-        return run_judged(self.sandbox, self.judges, ref, code, timeout, memory_mb, base, chars)
+            return run_calls(self.sandbox, self.judges, ref, code, timeout, memory_mb, base,
+                             self.compare, chars)
+        return run_judged(self.sandbox, self.judges, ref, code, timeout, memory_mb, base, chars,
+                          prelude)
 
     def _program(self, code: str, ref: CodeReference, sample: Sample) -> str:
         """The code to run: the extracted code, after the prompt when it only continues it."""
@@ -204,6 +212,23 @@ class CodeVerifier(Scorer):
         else:
             value = 1.0 if total and passed == total else 0.0
         return Score(value, info=info)
+
+
+def _trusted_prelude(ref: CodeReference, sample: Sample) -> str | None:
+    """The trusted code whose helpers the tests may use: the reference's ``prompt``, else (in
+    HumanEval style) the sample's prompt when it is Python that defines the entry point. Never
+    the completion: a helper the tests rely on (HumanEval/38's ``encode_cyclic``) must not be
+    one the candidate wrote."""
+    if ref.prelude is not None or ref.style != "humaneval":
+        return ref.prelude
+    prompt = sample.prompt_text
+    if prompt and ref.entry_point and _defines(prompt, ref.entry_point):
+        try:
+            ast.parse(prompt)
+        except SyntaxError:
+            return None
+        return prompt
+    return None
 
 
 def _defines(code: str, name: str) -> bool:

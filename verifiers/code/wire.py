@@ -7,6 +7,15 @@ builtin plain data that the candidate sent, so that no object with a forged ``__
 tagged tree of the builtin types: None, bool, int, float, complex, str, bytes, list, tuple,
 dict, set and frozenset. Anything else fails to encode, and the decoder only builds those types.
 
+Decoding is bounded, because the candidate chooses the bytes: a frame is at most
+``max_bytes`` long; before ``json.loads`` builds anything, a count of the frame's separators
+bounds how many values it could hold (:data:`MAX_NODES`); nesting deeper than :data:`MAX_DEPTH`
+is refused; a whole message must arrive before an absolute deadline (a reply trickled one byte
+at a time cannot stretch the time limit, see :func:`recv_msg`). Sets, frozensets and dicts are
+still built from the candidate's values, and a crafted set of colliding hashes can make that
+quadratic: the trusted side therefore decodes only inside a judge process with CPU and memory
+limits that the host kills at the deadline (see ``judges.py``).
+
 This module is also shipped, as source, into the sandbox next to the candidate, so it uses the
 standard library only.
 """
@@ -14,8 +23,13 @@ import base64
 import json
 import socket
 import struct
+import time
 
 MAX_MESSAGE_BYTES = 64 << 20
+#: Most values one message may hold (lists, dicts, strings, numbers... each count one).
+MAX_NODES = 2_000_000
+#: Deepest nesting of containers a message may hold.
+MAX_DEPTH = 200
 _HEADER = struct.Struct(">I")
 _SAFE_INT = 1 << 53
 
@@ -26,8 +40,8 @@ class WireError(ValueError):
 
 def to_tree(value, _depth=0):
     """``value`` as a JSON-ready tree; :class:`WireError` if it holds a non-builtin type."""
-    if _depth > 200:
-        raise WireError("value nested too deeply (over 200 levels)")
+    if _depth > MAX_DEPTH:
+        raise WireError(f"value nested too deeply (over {MAX_DEPTH} levels)")
     kind = type(value)
     if value is None or kind is bool or kind is str or kind is float:
         return value
@@ -54,8 +68,8 @@ def to_tree(value, _depth=0):
 
 def from_tree(tree, _depth=0):
     """The builtin value a tree describes; only builtin types are ever built."""
-    if _depth > 200:
-        raise WireError("value nested too deeply (over 200 levels)")
+    if _depth > MAX_DEPTH:
+        raise WireError(f"value nested too deeply (over {MAX_DEPTH} levels)")
     kind = type(tree)
     if tree is None or kind is bool or kind is str or kind is float or kind is int:
         return tree
@@ -98,30 +112,42 @@ def send_msg(sock, message):
     sock.sendall(encode(message))
 
 
-def _recv_exact(sock, n):
+def _recv_exact(sock, n, deadline):
     buf = bytearray(n)
     view = memoryview(buf)
     got = 0
     while got < n:
-        k = sock.recv_into(view[got:], n - got)
+        if deadline is not None:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise socket.timeout("deadline passed")
+            sock.settimeout(remaining)
+        k = sock.recv_into(view[got:], min(n - got, 1 << 20))
         if k == 0:
             raise WireError("the peer closed the channel")
         got += k
     return bytes(buf)
 
 
-def recv_msg(sock, max_bytes=MAX_MESSAGE_BYTES):
-    """One message from ``sock``. ``socket.timeout`` propagates; anything malformed, too big or
-    cut short raises :class:`WireError`."""
+def recv_msg(sock, max_bytes=MAX_MESSAGE_BYTES, deadline=None, max_nodes=MAX_NODES):
+    """One message from ``sock``. With ``deadline`` (a ``time.monotonic()`` value) the whole
+    message must have arrived by then, however it is split into reads; past it
+    ``socket.timeout`` is raised (as it propagates from the socket's own timeout without one).
+    Anything malformed, too big, too many values or cut short raises :class:`WireError`."""
     try:
-        (size,) = _HEADER.unpack(_recv_exact(sock, _HEADER.size))
+        (size,) = _HEADER.unpack(_recv_exact(sock, _HEADER.size, deadline))
         if size > max_bytes:
             raise WireError(f"message of {size} bytes exceeds the {max_bytes}-byte limit")
-        body = _recv_exact(sock, size)
+        body = _recv_exact(sock, size, deadline)
     except socket.timeout:
         raise
     except OSError as exc:
         raise WireError(f"channel error: {exc}") from None
+    # Every value but the first follows a ',', a ':', a '[' or a '{': counting those (in
+    # C, before anything is built) bounds the values json.loads could create.
+    nodes = body.count(b",") + body.count(b"[") + body.count(b"{") + body.count(b":")
+    if max_nodes is not None and nodes > max_nodes:
+        raise WireError(f"message holds more than {max_nodes} values")
     try:
         message = json.loads(body)
     except (ValueError, RecursionError) as exc:
