@@ -1,0 +1,163 @@
+"""rewardkit rewards as OpenRLHF's custom reward function, in process or forwarded to a server.
+
+OpenRLHF (0.10 and later) takes a reward endpoint with ``--reward.remote_url``: an HTTP URL
+(it posts ``{"query", "prompts", "labels"}`` and reads ``{"rewards", "scores", "extra_logs"}``;
+``rewardkit serve`` answers that at ``/get_reward``) or the path of a ``.py`` file, which it
+imports by path and whose ``reward_func(queries, prompts, labels)`` it calls, one sample at a
+time, from a thread. This file is such a module::
+
+    --reward.remote_url $(python -c "import rewardkit.integrations.openrlhf as m; print(m.__file__)")
+    --data.label_key answer          # the dataset column that becomes `labels` (the reference)
+
+(older releases spelled these ``--remote_rm_url`` and ``--label_key``). OpenRLHF passes no
+arguments to the module, so it is configured by environment variables, read once per process:
+
+- ``REWARDKIT_OPENRLHF_URL``: a ``rewardkit serve`` URL; samples are forwarded to it (its
+  dynamic batching coalesces the one-sample calls of every rollout worker). Optional
+  ``REWARDKIT_TOKEN`` for a server that requires one.
+- ``REWARDKIT_OPENRLHF_REWARD``: the reward name (on the server: a served name; in process: a
+  registered name; default ``math``), or ``REWARDKIT_OPENRLHF_CONFIG``: a reward config file
+  scored in process.
+
+OpenRLHF's query is the decoded prompt + response *with special tokens kept*
+(``skip_special_tokens=False``): ``"<|im_start|>user\\n...<|im_end|>\\n<|im_start|>assistant\\n
+Paris<|im_end|>"``. :func:`response_from_query` removes the prompt and the chat template's
+end-of-turn and padding tokens before scoring; without it ``Paris<|im_end|>`` would not equal
+``Paris``. A label holding a JSON object (tests for ``code``) is decoded to a dict.
+
+Imports are absolute on purpose: OpenRLHF loads this file by its path as a stand-alone module.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+from typing import Any, Sequence
+
+from rewardkit.scorer import Scorer
+from rewardkit.types import Sample, Score
+
+URL_ENV = "REWARDKIT_OPENRLHF_URL"
+REWARD_ENV = "REWARDKIT_OPENRLHF_REWARD"
+CONFIG_ENV = "REWARDKIT_OPENRLHF_CONFIG"
+TOKEN_ENV = "REWARDKIT_TOKEN"
+ERROR_LOG_KEY = "reward_error"
+"""``extra_logs`` key whose per-sample value is 1.0 for a sample that could not be scored; its
+mean in OpenRLHF's logs is the error rate."""
+
+ASSISTANT_HEADERS = (
+    "<|im_start|>assistant\n",                                  # ChatML (Qwen, many others)
+    "<|start_header_id|>assistant<|end_header_id|>\n\n",        # Llama 3
+    "<|start_header_id|>assistant<|end_header_id|>",
+    "<|assistant|>\n",                                          # Phi-3, Zephyr
+    "<start_of_turn>model\n",                                   # Gemma
+    "<｜Assistant｜>",                                          # DeepSeek-R1
+    "[/INST]",                                                  # Llama 2, Mistral
+)
+"""Where the response starts, for a query whose decoded prompt differs from ``prompt``."""
+
+_TRAILING_SPECIAL = re.compile(
+    r"(?:\s*(?:<\|[A-Za-z0-9_.:\-]{1,40}\|>|</s>|<eos>|<pad>|<end_of_turn>|<｜end▁of▁sentence｜>))+\s*$")
+"""Trailing end-of-turn / end-of-text / padding tokens: ``<|im_end|>``, ``<|eot_id|>``,
+``<|endoftext|>``, ``<|end|>``, ``</s>``, ``<end_of_turn>``, DeepSeek's end of sentence."""
+
+
+def response_from_query(query: str, prompt: str | None = None) -> str:
+    """The model's response inside an OpenRLHF query (prompt + response, special tokens kept).
+
+    The prompt is cut off when the query starts with it (the usual case), else at the last
+    assistant header of a known chat template; then trailing special tokens are dropped.
+    """
+    text = query
+    if prompt and text.startswith(prompt):
+        text = text[len(prompt):]
+    else:
+        cut = max(((text.rfind(h), h) for h in ASSISTANT_HEADERS), key=lambda t: t[0])
+        if cut[0] >= 0:
+            text = text[cut[0] + len(cut[1]):]
+        elif prompt and prompt.strip() and prompt.strip() in text:
+            text = text[text.index(prompt.strip()) + len(prompt.strip()):]
+    return _TRAILING_SPECIAL.sub("", text)
+
+
+def label_reference(label: Any) -> Any:
+    """A label as the reference: a string holding a JSON object (``{"test": ...}``) is decoded,
+    anything else is kept as is."""
+    if isinstance(label, str) and label.startswith("{") and label.endswith("}"):
+        try:
+            decoded = json.loads(label)
+        except ValueError:
+            return label
+        if isinstance(decoded, dict):
+            return decoded
+    return label
+
+
+def samples_from_openrlhf(queries: Sequence[str], prompts: Sequence[str] | None,
+                          labels: Sequence[Any] | None) -> list[Sample]:
+    """Samples from OpenRLHF's three aligned lists."""
+    n = len(queries)
+    if prompts is not None and len(prompts) != n or labels is not None and len(labels) != n:
+        raise ValueError(f"OpenRLHF passed {n} queries, {len(prompts or [])} prompts and "
+                         f"{len(labels or [])} labels; they must align")
+    out = []
+    for i, query in enumerate(queries):
+        prompt = prompts[i] if prompts is not None else None
+        out.append(Sample(prompt=prompt or "", completion=response_from_query(query, prompt),
+                          reference=label_reference(labels[i]) if labels is not None else None))
+    return out
+
+
+def openrlhf_result(scores: Sequence[Score]) -> dict[str, Any]:
+    """OpenRLHF's reward result as plain lists: ``rewards`` (advantages), ``scores`` (dynamic
+    filtering), ``extra_logs`` (each component, and ``reward_error`` 1.0/0.0 per sample)."""
+    rewards = [float(s.value) for s in scores]
+    logs: dict[str, list[float]] = {}
+    names = list(dict.fromkeys(k for s in scores for k in s.components))
+    for name in names:
+        logs[name] = [float(s.components.get(name, s.value)) for s in scores]
+    logs[ERROR_LOG_KEY] = [0.0 if s.ok else 1.0 for s in scores]
+    return {"rewards": rewards, "scores": list(rewards), "extra_logs": logs}
+
+
+_scorer: Scorer | None = None
+_lock = threading.Lock()
+
+
+def scorer_from_env() -> Scorer:
+    """The Scorer the environment variables choose (see the module docstring), built once."""
+    global _scorer
+    with _lock:
+        if _scorer is None:
+            from rewardkit.registry import load
+
+            url = os.environ.get(URL_ENV)
+            if url:
+                _scorer = load("remote", url=url, reward=os.environ.get(REWARD_ENV) or None,
+                               token=os.environ.get(TOKEN_ENV) or None)
+            elif os.environ.get(CONFIG_ENV):
+                _scorer = load(os.environ[CONFIG_ENV])
+            else:
+                _scorer = load(os.environ.get(REWARD_ENV) or "math")
+        return _scorer
+
+
+def reward_func(queries: Sequence[str], prompts: Sequence[str], labels: Sequence[Any],
+                **kwargs: Any) -> dict[str, Any]:
+    """OpenRLHF's custom reward function: score each query's response against its label.
+
+    Returns ``{"rewards", "scores", "extra_logs"}`` as float tensors (lists if torch is
+    missing), one value per query; a sample that could not be scored gets the reward's error
+    value and counts in ``extra_logs["reward_error"]``.
+    """
+    result = openrlhf_result(scorer_from_env().score(
+        samples_from_openrlhf(list(queries), list(prompts), list(labels))))
+    try:
+        import torch
+    except ImportError:
+        return result
+    return {"rewards": torch.tensor(result["rewards"], dtype=torch.float32),
+            "scores": torch.tensor(result["scores"], dtype=torch.float32),
+            "extra_logs": {k: torch.tensor(v, dtype=torch.float32)
+                           for k, v in result["extra_logs"].items()}}

@@ -1,0 +1,22 @@
+"""``rewardkit serve``: rewards over HTTP for trainers on other machines.
+
+``create_app(settings)`` builds the FastAPI app (dynamic batching, limits, metrics);
+``RemoteScorer`` is the client, a Scorer like any other (``rewardkit.load("remote", url=...)``).
+Needs the ``serve`` extra. See docs/server.md.
+"""
+from .config import RewardSource, ServerSettings, settings_from_file, settings_from_reward
+
+__all__ = ["RewardSource", "ServerSettings", "settings_from_file", "settings_from_reward",
+           "create_app", "RemoteScorer"]
+
+
+def __getattr__(name: str):  # noqa: ANN202 - lazy: the client needs no FastAPI
+    if name == "create_app":
+        from .app import create_app
+
+        return create_app
+    if name == "RemoteScorer":
+        from .client import RemoteScorer
+
+        return RemoteScorer
+    raise AttributeError(name)

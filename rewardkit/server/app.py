@@ -1,0 +1,297 @@
+"""The reward server's HTTP app: ``create_app(settings)`` returns a FastAPI app.
+
+Everything the app holds lives in a :class:`ServerState` made by :func:`create_app` — no
+module-level state — and its Scorers are built in the app's startup from the settings' reward
+specs. So the same factory runs under uvicorn (``rewardkit serve``), in tests (one app per
+test), or as the ingress of a Ray Serve deployment (``serve.ingress(create_app(settings))``);
+if a host skips the startup event, the first request starts the state.
+
+Endpoints: ``POST /v1/score`` (native), ``POST /get_reward`` (OpenRLHF's remote reward
+protocol), ``GET /health``, ``GET /v1/rewards``, ``GET /metrics`` (Prometheus).
+"""
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import inspect
+import json
+import logging
+from collections import OrderedDict
+from contextlib import asynccontextmanager
+from typing import Any, AsyncIterator, Awaitable, Callable, Optional
+
+from fastapi import FastAPI, Header, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+
+from ..integrations.openrlhf import openrlhf_result, samples_from_openrlhf
+from ..types import Sample, SampleError, Score
+from .batching import Batcher, QueueFull
+from .config import ServerSettings
+from .limits import GuardMiddleware
+from .metrics import ServerMetrics
+from .schemas import (HealthResponse, OpenRLHFRequest, OpenRLHFResponse, RewardsResponse,
+                      ScoreRequest, ScoreResponse)
+from .workers import make_worker
+
+log = logging.getLogger("rewardkit.server")
+
+
+class RequestError(Exception):
+    """A request the server refuses with ``status`` (413, 422, 503 ...)."""
+
+    def __init__(self, status: int, detail: Any, headers: dict[str, str] | None = None) -> None:
+        super().__init__(str(detail))
+        self.status, self.detail, self.headers = status, detail, headers or {}
+
+
+class ServerState:
+    """Batchers, metrics and the idempotency cache of one app."""
+
+    def __init__(self, settings: ServerSettings) -> None:
+        self.settings = settings
+        self.metrics = ServerMetrics()
+        self.batchers: dict[str, Batcher] = {}
+        self.status = "starting"
+        self._start_lock: asyncio.Lock | None = None
+        self._replies: OrderedDict[str, tuple[bytes, asyncio.Task]] = OrderedDict()
+
+    async def ensure_started(self) -> None:
+        if self.status == "ok":
+            return
+        if self._start_lock is None:
+            self._start_lock = asyncio.Lock()
+        async with self._start_lock:
+            if self.status == "ok":
+                return
+            s = self.settings
+            for name, source in s.rewards.items():
+                batcher = Batcher(
+                    name, make_worker(source, s.concurrency, s.workers),
+                    max_batch_samples=s.max_batch_samples, max_wait_ms=s.max_wait_ms,
+                    concurrency=s.workers or s.concurrency, max_queue_samples=s.max_queue_samples,
+                    batch_independent=source.batch_independent, metrics=self.metrics)
+                await batcher.start()
+                self.batchers[name] = batcher
+                self.metrics.queue_depth.labels(name).set(0)
+            self.status = "ok"
+
+    async def close(self) -> None:
+        self.status = "draining"
+        for batcher in self.batchers.values():
+            await batcher.close()
+        self.status = "stopped"
+
+    # -- scoring ---------------------------------------------------------------------------------
+    def batcher(self, reward: str | None, field: tuple[str, ...]) -> Batcher:
+        name = reward or self.settings.default
+        batcher = self.batchers.get(name)
+        if batcher is None:
+            raise RequestError(422, [{
+                "loc": list(field), "type": "unknown_reward", "input": name,
+                "msg": f"no served reward named {name!r}; served: {sorted(self.batchers)} "
+                       "(GET /v1/rewards)"}])
+        return batcher
+
+    def check_size(self, n: int) -> None:
+        limit = self.settings.max_request_samples
+        if n > limit:
+            self.metrics.rejected.labels("too_many_samples").inc()
+            raise RequestError(413, f"{n} samples in one request; the limit is {limit} "
+                                    "(serve.max_request_samples): split the batch")
+
+    async def score(self, batcher: Batcher, samples: list[Sample]) -> list[Score]:
+        """Queue the samples and wait for their Scores; past ``request_timeout_s`` the samples
+        still unscored get an error Score with ``error_kind="timeout"``."""
+        if not samples:
+            return []
+        try:
+            items = batcher.submit(samples)
+        except QueueFull as exc:
+            self.metrics.rejected.labels("queue_full").inc()
+            raise RequestError(503, str(exc), {"Retry-After": str(exc.retry_after_s)}) from None
+        futures = [f for f, _ in items]
+        try:
+            done, _ = await asyncio.wait(futures, timeout=self.settings.request_timeout_s)
+        except asyncio.CancelledError:  # the client went away: free the queue
+            for f in futures:
+                f.cancel()
+            raise
+        out: list[Score] = []
+        for future, n in items:
+            if future in done:
+                out.extend(future.result())
+                continue
+            future.cancel()
+            self.metrics.samples.labels(batcher.name).inc(n)
+            self.metrics.errors.labels(batcher.name, "timeout").inc(n)
+            out.extend(Score.from_error(
+                f"not scored within the request timeout of {self.settings.request_timeout_s} s "
+                "(serve.request_timeout_s)", batcher.error_value, kind="timeout")
+                for _ in range(n))
+        return out
+
+    async def once(self, key: str | None, fingerprint: bytes,
+                   compute: Callable[[], Awaitable[bytes]]) -> bytes:
+        """Run ``compute`` once per idempotency key: a retry while the first attempt runs waits
+        for it, a retry after it gets its reply; neither scores the samples again."""
+        if key is None:
+            return await compute()
+        cached = self._replies.get(key)
+        if cached is not None:
+            if cached[0] != fingerprint:
+                raise RequestError(422, [{
+                    "loc": ["body", "request_id"], "type": "request_id_reused", "input": key,
+                    "msg": "this request id was used for a different request; use a new id "
+                           "per request (retries of the same request keep theirs)"}])
+            self.metrics.idempotent_hits.inc()
+            return await asyncio.shield(cached[1])
+        task = asyncio.ensure_future(compute())
+        self._replies[key] = (fingerprint, task)
+        task.add_done_callback(lambda t, k=key: self._forget_failed(k, t))
+        while len(self._replies) > self.settings.idempotency_cache:
+            self._replies.popitem(last=False)
+        return await asyncio.shield(task)
+
+    def _forget_failed(self, key: str, task: asyncio.Task) -> None:
+        # A refused attempt (queue full, ...) must not be replayed: the retry should try again.
+        if task.cancelled() or task.exception() is not None:
+            entry = self._replies.get(key)
+            if entry is not None and entry[1] is task:
+                del self._replies[key]
+
+
+def _json(obj: Any) -> bytes:
+    return json.dumps(obj, default=_fallback, ensure_ascii=False).encode()
+
+
+def _fallback(obj: Any) -> Any:
+    """Info values that JSON does not know (numpy numbers, sets, objects) as plain values."""
+    if hasattr(obj, "tolist"):
+        return obj.tolist()
+    if isinstance(obj, (set, frozenset, tuple)):
+        return list(obj)
+    return str(obj)
+
+
+def _validation_message(errors: list[dict[str, Any]]) -> str:
+    parts = []
+    for e in errors[:5]:
+        loc = list(e.get("loc", ()))
+        if e.get("type") == "json_invalid":
+            where = f" at character {loc[1]}" if len(loc) > 1 else ""
+            parts.append(f"the request body is not valid JSON{where}: {e.get('msg')}")
+            continue
+        parts.append(f"{'.'.join(str(p) for p in loc)}: {e.get('msg')}")
+    more = f" (and {len(errors) - 5} more)" if len(errors) > 5 else ""
+    return "; ".join(parts) + more
+
+
+def create_app(settings: ServerSettings) -> FastAPI:
+    """A FastAPI app serving ``settings``' rewards; its Scorers are built at startup."""
+    state = ServerState(settings)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        await state.ensure_started()
+        try:
+            yield
+        finally:
+            await state.close()
+
+    # A body is read as JSON whatever its content type says (clients that omit it still get
+    # field-level 422s); FastAPI releases before the option read it so by default.
+    lenient = ({"strict_content_type": False}
+               if "strict_content_type" in inspect.signature(FastAPI.__init__).parameters else {})
+    app = FastAPI(title="rewardkit reward server", lifespan=lifespan,
+                  description="Rewards over HTTP: rewardkit Scorers with dynamic batching.",
+                  **lenient)
+    app.state.rewardkit = state
+    app.add_middleware(GuardMiddleware, token=settings.token,
+                       max_body_bytes=settings.max_body_bytes, metrics=state.metrics)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = [{k: v for k, v in e.items() if k in ("loc", "msg", "type")}
+                  for e in exc.errors()]
+        for e, raw in zip(errors, exc.errors()):
+            if e.get("type") == "json_invalid" and (raw.get("ctx") or {}).get("error"):
+                e["msg"] = str(raw["ctx"]["error"])
+        return JSONResponse({"detail": errors, "error": _validation_message(errors)}, 422)
+
+    @app.exception_handler(RequestError)
+    async def _refused(request: Request, exc: RequestError) -> JSONResponse:
+        body: dict[str, Any] = {"detail": exc.detail}
+        if isinstance(exc.detail, list):
+            body["error"] = _validation_message(exc.detail)
+        return JSONResponse(body, exc.status, headers=exc.headers)
+
+    @app.post("/v1/score", response_model=ScoreResponse,
+              summary="Score samples with a served reward")
+    async def score(body: ScoreRequest, request: Request,
+                    idempotency_key: Optional[str] = Header(None, max_length=200)) -> Response:
+        await state.ensure_started()
+        batcher = state.batcher(body.reward, ("body", "reward"))
+        state.check_size(len(body.samples))
+        samples = []
+        for i, s in enumerate(body.samples):
+            try:
+                samples.append(Sample(
+                    s.prompt if isinstance(s.prompt, str) else [m.model_dump() for m in s.prompt],
+                    s.completion if isinstance(s.completion, str) else
+                    [m.model_dump() for m in s.completion], s.reference, s.metadata))
+            except SampleError as exc:
+                raise RequestError(422, [{"loc": ["body", "samples", i], "type": "bad_sample",
+                                          "msg": str(exc)}]) from None
+        key = body.request_id or idempotency_key
+
+        async def compute() -> bytes:
+            scores = await state.score(batcher, samples)
+            return _json({"scores": [sc.to_dict() for sc in scores], "reward": batcher.name,
+                          "request_id": key})
+
+        fingerprint = hashlib.blake2b(await request.body(), digest_size=16).digest()
+        return Response(await state.once(key, fingerprint, compute),
+                        media_type="application/json")
+
+    @app.post("/get_reward", response_model=OpenRLHFResponse,
+              summary="OpenRLHF's remote reward model protocol")
+    async def get_reward(body: OpenRLHFRequest, request: Request,
+                         reward: Optional[str] = Query(None, description="served reward name"),
+                         idempotency_key: Optional[str] = Header(None, max_length=200)
+                         ) -> Response:
+        await state.ensure_started()
+        batcher = state.batcher(reward, ("query", "reward"))
+        state.check_size(len(body.query))
+        try:
+            samples = samples_from_openrlhf(body.query, body.prompts, body.labels)
+        except (ValueError, SampleError) as exc:
+            raise RequestError(422, [{"loc": ["body", "prompts"], "type": "misaligned",
+                                      "msg": str(exc)}]) from None
+
+        async def compute() -> bytes:
+            return _json(openrlhf_result(await state.score(batcher, samples)))
+
+        fingerprint = hashlib.blake2b(await request.body(), digest_size=16).digest()
+        return Response(await state.once(idempotency_key, fingerprint, compute),
+                        media_type="application/json")
+
+    @app.get("/health", response_model=HealthResponse)
+    async def health() -> JSONResponse:
+        code = 200 if state.status == "ok" else 503
+        return JSONResponse({"status": state.status, "rewards": sorted(state.batchers),
+                             "queued_samples": {n: b.pending for n, b in state.batchers.items()}},
+                            code)
+
+    @app.get("/v1/rewards", response_model=RewardsResponse)
+    async def rewards() -> Response:
+        return Response(_json({
+            "rewards": [{"name": n, "spec": src.spec, "default": n == settings.default}
+                        for n, src in settings.rewards.items()],
+            "default": settings.default}), media_type="application/json")
+
+    @app.get("/metrics", summary="Prometheus metrics")
+    async def metrics() -> Response:
+        return Response(state.metrics.render(), media_type=state.metrics.content_type)
+
+    return app

@@ -1,0 +1,90 @@
+"""``rewardkit serve``: the reward server's command line."""
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+EXIT_USAGE = 2
+
+
+def add_serve_parser(sub: Any) -> None:
+    """Register ``rewardkit serve`` on the main parser's sub-commands."""
+    from ..cli import parse_key_value
+
+    p = sub.add_parser(
+        "serve", help="serve rewards over HTTP to trainers on other machines",
+        description="Serve one or more rewards over HTTP: POST /v1/score (native), POST "
+                    "/get_reward (OpenRLHF), GET /health, /v1/rewards, /metrics. Concurrent "
+                    "requests are batched dynamically. The config file is the one `rewardkit "
+                    "score` and `train` read; its `serve:` section adds named rewards and limits.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument("--config", "-c", help="config file (YAML/TOML/JSON): its reward is served "
+                                             "as `default`, its serve: section adds more")
+    what.add_argument("--reward", "-r", help="serve one registered reward under its own name")
+    p.add_argument("--option", "-O", action="append", default=[], type=parse_key_value,
+                   metavar="KEY=VALUE", help="option of the (default) reward; repeatable")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address to bind; anything but loopback requires a token")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--token", default=None,
+                   help="bearer token clients must send (default: $REWARDKIT_TOKEN)")
+    limits = p.add_argument_group("batching and limits (override the config's serve: section)")
+    limits.add_argument("--max-batch-samples", type=int, help="largest batch given to a Scorer "
+                                                              "(default 64)")
+    limits.add_argument("--max-wait-ms", type=float, help="how long a batch may wait to fill "
+                                                          "while a worker is free (default 0)")
+    limits.add_argument("--concurrency", type=int, help="batches in flight per reward "
+                                                        "(default 2)")
+    limits.add_argument("--workers", type=int, help="score in N processes per reward instead of "
+                                                    "threads (default 0: threads)")
+    limits.add_argument("--max-queue-samples", type=int, help="queued samples per reward before "
+                                                              "503 (default 100000)")
+    limits.add_argument("--max-request-samples", type=int, help="samples per request before 413 "
+                                                                "(default 8192)")
+    limits.add_argument("--max-body-mb", type=float, help="request body limit in MiB (default 32)")
+    limits.add_argument("--request-timeout", type=float, help="seconds before unscored samples "
+                                                              "get timeout errors (default 120)")
+    p.add_argument("--graceful-timeout", type=float, default=60.0,
+                   help="on SIGTERM, seconds to finish in-flight requests before exiting")
+    p.add_argument("--log-level", default="info",
+                   choices=["critical", "error", "warning", "info", "debug"])
+    p.set_defaults(func=_cmd_serve)
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    from ..compose import ConfigError
+    from .config import is_loopback, settings_from_file, settings_from_reward, token_from_env
+
+    token = args.token or token_from_env()
+    if not is_loopback(args.host) and not token:
+        print(f"error: binding to {args.host} exposes the server beyond this machine; set a "
+              "token with --token or REWARDKIT_TOKEN (clients send 'Authorization: Bearer "
+              "<token>'), or bind to 127.0.0.1", file=sys.stderr)
+        return EXIT_USAGE
+    limits = {"max_batch_samples": args.max_batch_samples, "max_wait_ms": args.max_wait_ms,
+              "concurrency": args.concurrency, "workers": args.workers,
+              "max_queue_samples": args.max_queue_samples,
+              "max_request_samples": args.max_request_samples,
+              "max_body_bytes": int(args.max_body_mb * 1024 * 1024) if args.max_body_mb else None,
+              "request_timeout_s": args.request_timeout, "token": token}
+    try:
+        if args.config:
+            settings = settings_from_file(args.config, dict(args.option), **limits)
+        else:
+            settings = settings_from_reward(args.reward, dict(args.option),
+                                            **{k: v for k, v in limits.items() if v is not None})
+    except (ConfigError, TypeError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    import uvicorn
+
+    from .app import create_app
+
+    app = create_app(settings)
+    # uvicorn stops accepting on SIGTERM/SIGINT, finishes the requests in flight (up to
+    # --graceful-timeout), then runs the app's shutdown, which drains the batchers.
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level,
+                timeout_graceful_shutdown=args.graceful_timeout, access_log=False)
+    return 0

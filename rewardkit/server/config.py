@@ -1,0 +1,210 @@
+"""What a server serves and under which limits, as plain data.
+
+:class:`ServerSettings` is everything :func:`rewardkit.server.app.create_app` needs. It holds
+reward *specs* (names, options, config mappings), never built Scorers: the app builds them in its
+startup from :meth:`RewardSource.build`, in each worker process if there are several, so the same
+settings can be pickled to a process pool or to a Ray Serve replica unchanged.
+
+A config file serves its ``reward:`` section (the one ``rewardkit score`` and ``train`` use) as
+the default reward; a ``serve:`` section adds more named rewards and the limits:
+
+.. code-block:: yaml
+
+    reward:                       # the default reward, as for `rewardkit score --config`
+      rewards: {correct: {reward: math}, boxed: {reward: regex, weight: 0.1,
+                                                 options: {pattern: '\\\\boxed\\{'}}}
+    serve:
+      rewards:                    # more rewards, chosen per request by name
+        code: code
+        em: {reward: exact_match, options: {case_sensitive: true}}
+      default: default            # which one a request without `reward` gets
+      max_batch_samples: 64
+      max_wait_ms: 2
+"""
+from __future__ import annotations
+
+import ipaddress
+import os
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any, Mapping
+
+from ..compose import ConfigError, read_config_file
+from ..scorer import Scorer
+
+DEFAULT_NAME = "default"
+TOKEN_ENV = "REWARDKIT_TOKEN"
+
+
+@dataclass(frozen=True)
+class RewardSource:
+    """How to build one served reward: a registered name / import path with options, or a
+    composition config mapping. Picklable, so worker processes build their own Scorer."""
+
+    spec: str | Mapping[str, Any]
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    def build(self) -> Scorer:
+        from ..registry import load
+
+        if isinstance(self.spec, Mapping):
+            return load(dict(self.spec), **dict(self.options))
+        return load(self.spec, **dict(self.options))
+
+    @property
+    def batch_independent(self) -> bool:
+        """False when one sample's value depends on the others in its batch (``normalize``
+        batch/group/running): such a reward is scored one request at a time, never mixed."""
+        return not _normalizes(self.spec)
+
+
+def _normalizes(spec: Any) -> bool:
+    if isinstance(spec, Mapping):
+        norm = spec.get("normalize", "none")
+        method = norm.get("method", "none") if isinstance(norm, Mapping) else norm
+        if method not in (None, "none"):
+            return True
+        nested = list((spec.get("rewards") or {}).values()) if isinstance(
+            spec.get("rewards"), Mapping) else list(spec.get("rewards") or [])
+        if isinstance(spec.get("reward"), Mapping):
+            nested.append(spec["reward"])
+        return any(_normalizes(n.get("reward") if isinstance(n, Mapping) else n) or
+                   _normalizes(n) for n in nested)
+    if isinstance(spec, str) and spec.endswith((".yaml", ".yml", ".toml", ".json")):
+        try:
+            return _normalizes(read_config_file(Path(spec)))
+        except ConfigError:
+            return False
+    return False
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    """Rewards and limits of one server.
+
+    Attributes:
+        rewards: served name -> :class:`RewardSource`.
+        default: the reward a request that names none gets.
+        max_batch_samples: most samples given to a Scorer at once; concurrent requests are
+            coalesced up to this size (a request larger than this is cut into chunks, unless the
+            reward normalises across its batch).
+        max_wait_ms: how long a batch may wait for more samples while a worker is free. Batches
+            also grow on their own while the workers are busy, so 0 still batches under load.
+        concurrency: batches in flight per reward (threads in this process).
+        workers: if > 0, score in this many processes per reward instead of threads (for
+            pure-Python rewards that hold the GIL); a process that dies is replaced.
+        max_queue_samples: samples waiting or being scored per reward before new requests get
+            503 with ``Retry-After``.
+        max_request_samples: most samples in one request (more: 413).
+        max_body_bytes: largest request body (more: 413).
+        request_timeout_s: a request's samples not scored by then get an error Score with
+            ``error_kind="timeout"``.
+        token: bearer token every endpoint but ``/health`` requires; None disables auth.
+        idempotency_cache: how many recent request ids are remembered, so that a retried request
+            is answered from the first attempt instead of being scored twice.
+    """
+
+    rewards: Mapping[str, RewardSource]
+    default: str = DEFAULT_NAME
+    max_batch_samples: int = 64
+    max_wait_ms: float = 0.0
+    concurrency: int = 2
+    workers: int = 0
+    max_queue_samples: int = 100_000
+    max_request_samples: int = 8192
+    max_body_bytes: int = 32 * 1024 * 1024
+    request_timeout_s: float = 120.0
+    token: str | None = None
+    idempotency_cache: int = 4096
+
+    def __post_init__(self) -> None:
+        if not self.rewards:
+            raise ConfigError("the server needs at least one reward to serve")
+        if self.default not in self.rewards:
+            raise ConfigError(f"default reward {self.default!r} is not served; served: "
+                              f"{sorted(self.rewards)}")
+        for name in ("max_batch_samples", "concurrency", "max_queue_samples",
+                     "max_request_samples", "max_body_bytes", "idempotency_cache"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"serve.{name} must be a positive integer, got {value!r}")
+        if isinstance(self.workers, bool) or not isinstance(self.workers, int) or self.workers < 0:
+            raise ConfigError(f"serve.workers must be 0 (threads) or a positive integer, "
+                              f"got {self.workers!r}")
+        for name in ("max_wait_ms", "request_timeout_s"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+                raise ConfigError(f"serve.{name} must be a number >= 0, got {value!r}")
+
+    def with_options(self, **changes: Any) -> "ServerSettings":
+        """A copy with some limits changed (None values are ignored)."""
+        return replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+
+LIMIT_KEYS = tuple(f.name for f in fields(ServerSettings) if f.name not in ("rewards", "token"))
+
+
+def settings_from_reward(name: str, options: Mapping[str, Any] | None = None,
+                         **limits: Any) -> ServerSettings:
+    """Serve one registered reward under its own name (also the default)."""
+    return ServerSettings({name: RewardSource(name, dict(options or {}))}, default=name, **limits)
+
+
+def settings_from_file(path: str | Path, options: Mapping[str, Any] | None = None,
+                       **limits: Any) -> ServerSettings:
+    """Settings from a config file: its reward section is served as ``default``, its
+    ``serve:`` section adds rewards and limits (see the module docstring). ``options`` override
+    keys of the default reward's config, as ``rewardkit score -O`` does."""
+    path = Path(path)
+    data = read_config_file(path)
+    serve = data.get("serve") or {}
+    if not isinstance(serve, Mapping):
+        raise ConfigError(f"{path}: `serve:` must be a mapping")
+    unknown = set(serve) - {"rewards", *LIMIT_KEYS}
+    if unknown:
+        raise ConfigError(f"{path}: serve: unknown key(s) {sorted(unknown)}; allowed: "
+                          f"{sorted({'rewards', *LIMIT_KEYS})}")
+    rewards: dict[str, RewardSource] = {}
+    if "reward" in data or "rewards" in data:
+        section = data["reward"] if isinstance(data.get("reward"), Mapping) else {
+            k: v for k, v in data.items() if k not in ("serve", "train", "data_sources")}
+        rewards[DEFAULT_NAME] = RewardSource(dict(section), dict(options or {}))
+    extra = serve.get("rewards") or {}
+    if not isinstance(extra, Mapping):
+        raise ConfigError(f"{path}: serve.rewards must map names to reward specs")
+    for name, spec in extra.items():
+        rewards[str(name)] = _source(spec, f"{path}: serve.rewards.{name}")
+    if not rewards:
+        raise ConfigError(f"{path}: nothing to serve; add a `reward:` section or "
+                          "`serve: {rewards: {name: reward}}`")
+    settings = {k: serve[k] for k in LIMIT_KEYS if k in serve}
+    settings.setdefault("default", DEFAULT_NAME if DEFAULT_NAME in rewards else next(iter(rewards)))
+    settings.update({k: v for k, v in limits.items() if v is not None})
+    return ServerSettings(rewards, **settings)
+
+
+def _source(spec: Any, where: str) -> RewardSource:
+    if isinstance(spec, str):
+        return RewardSource(spec)
+    if not isinstance(spec, Mapping):
+        raise ConfigError(f"{where} must be a reward name or a mapping, got {spec!r}")
+    if set(spec) <= {"reward", "options"} and isinstance(spec.get("reward"), str):
+        options = spec.get("options") or {}
+        if not isinstance(options, Mapping):
+            raise ConfigError(f"{where}.options must be a mapping")
+        return RewardSource(spec["reward"], dict(options))
+    return RewardSource(dict(spec))
+
+
+def is_loopback(host: str) -> bool:
+    """True for 127.0.0.0/8, ::1 and ``localhost``: the only binds allowed without a token."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def token_from_env() -> str | None:
+    return os.environ.get(TOKEN_ENV) or None

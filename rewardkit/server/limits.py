@@ -1,0 +1,123 @@
+"""Limits enforced before a request reaches its handler: bearer token and body size.
+
+Written as a plain ASGI middleware (not Starlette's ``BaseHTTPMiddleware``) so that it can refuse
+a request from its headers alone, before a byte of an oversized body is read, and so that it
+adds no task or copy per request. It also counts requests by endpoint and status and times them.
+"""
+from __future__ import annotations
+
+import hmac
+import json
+import time
+from typing import Any, Awaitable, Callable
+
+from starlette.exceptions import HTTPException
+
+from .metrics import ServerMetrics
+
+Scope = dict[str, Any]
+Message = dict[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+OPEN_PATHS = frozenset({"/health"})
+"""Paths that answer without a token (load balancers and orchestrators probe them)."""
+
+KNOWN_PATHS = frozenset({"/v1/score", "/get_reward", "/health", "/v1/rewards", "/metrics"})
+
+
+def token_matches(headers: list[tuple[bytes, bytes]], token: str) -> bool:
+    """``Authorization: Bearer <token>`` (or ``X-API-Key: <token>``, as OpenRLHF's own reward
+    server accepts), compared in constant time."""
+    expected = token.encode()
+    for name, value in headers:
+        if name == b"authorization" and value[:7].lower() == b"bearer ":
+            if hmac.compare_digest(value[7:].strip(), expected):
+                return True
+        elif name == b"x-api-key" and hmac.compare_digest(value.strip(), expected):
+            return True
+    return False
+
+
+async def _send_json(send: Send, status: int, body: dict[str, Any],
+                     headers: list[tuple[bytes, bytes]] = ()) -> None:
+    payload = json.dumps(body).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"),
+                            (b"content-length", str(len(payload)).encode()), *headers]})
+    await send({"type": "http.response.body", "body": payload})
+
+
+class GuardMiddleware:
+    """Auth, body-size limit and request metrics, in front of the app."""
+
+    def __init__(self, app: ASGIApp, *, token: str | None, max_body_bytes: int,
+                 metrics: ServerMetrics) -> None:
+        self.app = app
+        self.token = token
+        self.max_body_bytes = max_body_bytes
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        path = scope["path"]
+        endpoint = path if path in KNOWN_PATHS else "other"
+        started = time.perf_counter()
+        status_box = [500]
+
+        async def send_counted(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                status_box[0] = message["status"]
+            await send(message)
+
+        try:
+            await self._guarded(scope, receive, send_counted, path)
+        finally:
+            self.metrics.requests.labels(endpoint, str(status_box[0])).inc()
+            self.metrics.request_latency.labels(endpoint).observe(time.perf_counter() - started)
+
+    async def _guarded(self, scope: Scope, receive: Receive, send: Send, path: str) -> None:
+        headers = scope["headers"]
+        if self.token is not None and path not in OPEN_PATHS and not token_matches(headers,
+                                                                                    self.token):
+            self.metrics.rejected.labels("unauthorized").inc()
+            await _send_json(send, 401, {"detail": "missing or wrong bearer token: send "
+                                                   "'Authorization: Bearer <token>'"},
+                             [(b"www-authenticate", b"Bearer")])
+            return
+        limit = self.max_body_bytes
+        for name, value in headers:
+            if name == b"content-length":
+                try:
+                    declared = int(value)
+                except ValueError:
+                    declared = 0
+                if declared > limit:
+                    await self._too_large(send, declared)
+                    return
+        received = 0
+
+        async def limited_receive() -> Message:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > limit:
+                    self.metrics.rejected.labels("body_too_large").inc()
+                    raise HTTPException(413, _too_large_message(received, limit))
+            return message
+
+        await self.app(scope, limited_receive, send)
+
+    async def _too_large(self, send: Send, size: int) -> None:
+        self.metrics.rejected.labels("body_too_large").inc()
+        await _send_json(send, 413, {"detail": _too_large_message(size, self.max_body_bytes)},
+                         [(b"connection", b"close")])
+
+
+def _too_large_message(size: int, limit: int) -> str:
+    return (f"request body of {size} bytes exceeds the limit of {limit} bytes "
+            "(serve.max_body_bytes); split the samples over several requests")

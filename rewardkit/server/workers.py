@@ -1,0 +1,167 @@
+"""Where batches are scored: off the event loop, in threads or in worker processes.
+
+A *worker* takes a batch made of groups (one group per request, or per chunk of one) and returns
+one list of Scores per group. Both kinds build their Scorer from a
+:class:`~rewardkit.server.config.RewardSource` when they start, never at import:
+
+- :class:`ThreadWorker` scores in threads of this process. Learned models release the GIL
+  while they compute and keep one copy of their weights; verifiers that run their own pools
+  (``code``'s sandbox, ``math``'s time-limited checks) need nothing more.
+- :class:`ProcessWorker` scores in a pool of processes (``workers: N``), for rewards whose Python
+  code holds the GIL. A process that dies (killed, out of memory, a crash in native code)
+  breaks the pool; the worker then replaces the pool and the batcher retries the samples once.
+"""
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import multiprocessing
+import os
+from concurrent.futures.process import BrokenProcessPool
+from typing import Protocol
+
+from ..scorer import Scorer
+from ..types import Sample, Score
+from .config import RewardSource
+
+
+class WorkerCrashed(RuntimeError):
+    """The worker died or raised past the Scorer's own error handling. ``replaced`` says
+    whether this failure replaced a dead worker process pool."""
+
+    def __init__(self, message: str, replaced: bool = False) -> None:
+        super().__init__(message)
+        self.replaced = replaced
+
+
+def score_groups(scorer: Scorer, groups: list[list[Sample]],
+                 batch_independent: bool) -> list[list[Score]]:
+    """Score the groups of a batch: in one Scorer call when samples do not influence each other
+    (a full batch for a model), else one call per group (batch/group normalisation)."""
+    if not batch_independent or len(groups) == 1:
+        return [scorer.score(g) for g in groups]
+    flat = [s for g in groups for s in g]
+    scores = scorer.score(flat)
+    out, i = [], 0
+    for g in groups:
+        out.append(scores[i:i + len(g)])
+        i += len(g)
+    return out
+
+
+class Worker(Protocol):
+    async def start(self) -> None: ...
+    async def run(self, groups: list[list[Sample]]) -> list[list[Score]]: ...
+    async def close(self) -> None: ...
+
+
+class ThreadWorker:
+    """Scores in ``concurrency`` threads sharing one Scorer."""
+
+    def __init__(self, source: RewardSource, concurrency: int) -> None:
+        self.source = source
+        self.concurrency = concurrency
+        self.scorer: Scorer | None = None
+        self.error_value = 0.0
+        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+
+    async def start(self) -> None:
+        self._pool = concurrent.futures.ThreadPoolExecutor(self.concurrency,
+                                                           thread_name_prefix="rewardkit-score")
+        loop = asyncio.get_running_loop()
+        self.scorer = await loop.run_in_executor(self._pool, self.source.build)
+        self.error_value = float(getattr(self.scorer, "error_value", 0.0))
+
+    async def run(self, groups: list[list[Sample]]) -> list[list[Score]]:
+        assert self._pool is not None and self.scorer is not None, "worker not started"
+        loop = asyncio.get_running_loop()
+        try:
+            return await loop.run_in_executor(self._pool, score_groups, self.scorer, groups,
+                                              self.source.batch_independent)
+        except Exception as exc:  # noqa: BLE001 - the Scorer broke its contract: retry upstream
+            raise WorkerCrashed(f"{type(exc).__name__}: {exc}") from exc
+
+    async def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+        if self.scorer is not None:
+            self.scorer.close()
+
+
+# A pool process builds its Scorer once, in the pool's initializer, and keeps it here. This is
+# state of the worker process only (the app and its parent process hold none).
+_process_scorer: Scorer | None = None
+_process_independent = True
+
+
+def _init_process(source: RewardSource) -> None:
+    global _process_scorer, _process_independent
+    _process_scorer = source.build()
+    _process_independent = source.batch_independent
+
+
+def _score_in_process(groups: list[list[Sample]]) -> list[list[Score]]:
+    assert _process_scorer is not None
+    return score_groups(_process_scorer, groups, _process_independent)
+
+
+def _pid_and_error_value() -> tuple[int, float]:
+    assert _process_scorer is not None
+    return os.getpid(), float(getattr(_process_scorer, "error_value", 0.0))
+
+
+class ProcessWorker:
+    """Scores in a pool of ``processes`` worker processes, each with its own Scorer."""
+
+    def __init__(self, source: RewardSource, processes: int) -> None:
+        self.source = source
+        self.processes = processes
+        self.error_value = 0.0
+        self._pool: concurrent.futures.ProcessPoolExecutor | None = None
+
+    def _new_pool(self) -> concurrent.futures.ProcessPoolExecutor:
+        # forkserver: children start from a clean process, not a fork of this threaded server.
+        context = multiprocessing.get_context("forkserver")
+        return concurrent.futures.ProcessPoolExecutor(
+            self.processes, mp_context=context, initializer=_init_process,
+            initargs=(self.source,))
+
+    async def start(self) -> None:
+        self._pool = self._new_pool()
+        loop = asyncio.get_running_loop()
+        try:  # start the processes now, so that a reward that cannot be built fails the startup
+            started = await asyncio.gather(*(loop.run_in_executor(
+                self._pool, _pid_and_error_value) for _ in range(self.processes)))
+        except BrokenProcessPool as exc:
+            raise RuntimeError(f"the reward could not be built in a worker process: {exc}; "
+                               "run `rewardkit score` with it to see the error") from exc
+        self.error_value = started[0][1]
+
+    def pids(self) -> list[int]:
+        """Process ids of the live pool processes (for monitoring and fault tests)."""
+        processes = getattr(self._pool, "_processes", None) or {}
+        return list(processes)
+
+    async def run(self, groups: list[list[Sample]]) -> list[list[Score]]:
+        pool = self._pool
+        assert pool is not None, "worker not started"
+        loop = asyncio.get_running_loop()
+        try:
+            return await loop.run_in_executor(pool, _score_in_process, groups)
+        except BrokenProcessPool as exc:
+            # Several batches may see the same dead pool: only the first replaces it.
+            replaced = self._pool is pool
+            if replaced:
+                self._pool = self._new_pool()
+                pool.shutdown(wait=False, cancel_futures=True)
+            raise WorkerCrashed(f"a worker process died: {exc}", replaced) from exc
+        except Exception as exc:  # noqa: BLE001 - pickling or Scorer failure: retry upstream
+            raise WorkerCrashed(f"{type(exc).__name__}: {exc}") from exc
+
+    async def close(self) -> None:
+        if self._pool is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self._pool.shutdown, True)
+
+
+def make_worker(source: RewardSource, concurrency: int, processes: int) -> ThreadWorker | ProcessWorker:
+    return ProcessWorker(source, processes) if processes > 0 else ThreadWorker(source, concurrency)
