@@ -21,18 +21,9 @@ _ANSWER = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
 
 
 def math_answer(text: str) -> str | None:
-    """The final answer in ``text`` as the ``math`` verifier extracts it, or None (also when
-    the math verifier is not importable: the caller then keeps the raw answer text)."""
-    try:  # the math package's public extraction entry point, when it has one
-        from rewardkit.verifiers.math import extract_answer  # type: ignore[attr-defined]
-    except ImportError:
-        try:
-            from rewardkit.verifiers.math import make_options
-            from rewardkit.verifiers.math.extract import extract
-        except ImportError:
-            return None
-        found = extract(text, make_options("default"))
-        return found.candidates[-1] if found.candidates else None
+    """The final answer in ``text`` as the ``math`` verifier extracts it, or None."""
+    from rewardkit.verifiers.math import extract_answer
+
     return extract_answer(text)
 
 
