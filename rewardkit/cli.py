@@ -105,6 +105,17 @@ def _add_score(sub: Any) -> None:
                         "fraction of rows could not be scored; by default only when every row "
                         "failed (e.g. a wrong --completion-field)")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+    ray = p.add_argument_group("Ray (pip install 'rewardkit[ray]'; see docs/scale.md)")
+    ray.add_argument("--ray", action="store_true",
+                     help="score on Ray Data; OUTPUT is then a folder of shards")
+    ray.add_argument("--ray-address", default=None,
+                     help="Ray cluster to join (`auto`: the running one); default a local Ray")
+    ray.add_argument("--ray-actors", type=int, default=2, help="scoring actors (one Scorer each)")
+    ray.add_argument("--ray-cpus-per-actor", type=float, default=1.0, help="CPUs each actor holds")
+    ray.add_argument("--ray-gpus-per-actor", type=float, default=0.0,
+                     help="GPUs each actor holds (learned rewards; fractions pack several)")
+    ray.add_argument("--shard-rows", type=int, default=10_000,
+                     help="rows per output shard: the unit of retry and of resumption")
     p.set_defaults(func=_cmd_score)
 
 
@@ -142,7 +153,14 @@ def _cmd_score(args: argparse.Namespace) -> int:
                    args.split, args.subset, args.output_field, args.workers, args.chunk_size,
                    args.overwrite, not args.quiet)
     try:
-        summary = run(job)
+        if args.ray:
+            from .scale.data import RayOptions, run_on_ray
+
+            summary = run_on_ray(job, RayOptions(args.ray_address, args.ray_actors,
+                                                 args.ray_cpus_per_actor, args.ray_gpus_per_actor,
+                                                 args.shard_rows))
+        else:
+            summary = run(job)
     except UnknownRewardError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE

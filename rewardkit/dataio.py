@@ -130,9 +130,12 @@ def read_rows(source: Source) -> Iterator[dict[str, Any]]:
         raise DataError(f"input {source.location!r} could not be read as {fmt}: {exc}") from exc
 
 
-def _read_jsonl(path: str) -> Iterator[dict[str, Any]]:
+def _read_jsonl(path: str, offset: int = 0, first_lineno: int = 1) -> Iterator[dict[str, Any]]:
+    """Rows of a JSONL file; ``offset`` (a byte position at a line start, with its line number
+    ``first_lineno``) lets a shard of the file be read without parsing what comes before."""
     with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
+        f.seek(offset)
+        for lineno, line in enumerate(f, first_lineno):
             if not line.strip():
                 continue
             try:

@@ -50,6 +50,9 @@ def add_serve_parser(sub: Any) -> None:
                    help="on SIGTERM, seconds to finish in-flight requests before exiting")
     p.add_argument("--log-level", default="info",
                    choices=["critical", "error", "warning", "info", "debug"])
+    from ..scale.serve import add_ray_arguments
+
+    add_ray_arguments(p)
     p.set_defaults(func=_cmd_serve)
 
 
@@ -78,6 +81,11 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     except (ConfigError, TypeError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    if args.ray:
+        from ..scale.serve import serve_from_args
+
+        serve_from_args(settings, args)
+        return 0
     import uvicorn
 
     from .app import create_app

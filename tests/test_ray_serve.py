@@ -1,0 +1,67 @@
+"""The reward server as a Ray Serve deployment: replicas up, same endpoints, same auth."""
+import socket
+
+import pytest
+
+ray = pytest.importorskip("ray")
+httpx = pytest.importorskip("httpx")
+
+from rewardkit.scale import serve as ray_serve  # noqa: E402
+from rewardkit.server.config import settings_from_reward  # noqa: E402
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_two_replicas_score_with_the_servers_auth_and_endpoints():
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        port = free_port()
+        ray_serve.deploy(settings_from_reward("exact_match", token="s3cret"), replicas=2,
+                         port=port, num_cpus=0.5)
+        from ray import serve
+
+        app = serve.status().applications[ray_serve.APP_NAME]
+        replicas = next(iter(app.deployments.values())).replica_states
+        assert replicas.get("RUNNING") == 2
+        url = f"http://127.0.0.1:{port}"
+        body = {"samples": [{"prompt": "p", "completion": "4", "reference": "4"},
+                            {"prompt": "p", "completion": "5", "reference": "4"}]}
+        ok = httpx.post(f"{url}/v1/score", json=body,
+                        headers={"Authorization": "Bearer s3cret"}, timeout=30)
+        assert ok.status_code == 200
+        assert [s["value"] for s in ok.json()["scores"]] == [1.0, 0.0]
+        assert httpx.post(f"{url}/v1/score", json=body, timeout=30).status_code == 401
+        assert httpx.get(f"{url}/health", timeout=30).json()["status"] == "ok"
+    finally:
+        ray_serve.shutdown()
+        ray.shutdown()
+
+
+def test_serve_flags_give_autoscaling_bounds_or_a_fixed_count():
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    ray_serve.add_ray_arguments(parser)
+    settings = settings_from_reward("exact_match")
+    args = parser.parse_args(["--ray", "--replicas", "2", "--max-replicas", "4"])
+    scaled = ray_serve.deployment(settings, args.replicas, min_replicas=args.min_replicas,
+                                  max_replicas=args.max_replicas)._bound_deployment
+    bounds = scaled._deployment_config.autoscaling_config
+    assert (bounds.min_replicas, bounds.initial_replicas, bounds.max_replicas) == (1, 2, 4)
+    fixed = ray_serve.deployment(settings, 3)._bound_deployment
+    assert fixed.num_replicas == 3 and fixed._deployment_config.autoscaling_config is None
+    with pytest.raises(ValueError, match="min_replicas <= max_replicas"):
+        ray_serve.deployment(settings, 1, min_replicas=5, max_replicas=2)
+
+
+def test_serve_command_accepts_the_ray_flags():
+    from rewardkit.cli import build_parser
+
+    args = build_parser().parse_args(["serve", "--reward", "exact_match", "--ray",
+                                      "--replicas", "3", "--replica-gpus", "1"])
+    assert args.ray and args.replicas == 3 and args.replica_gpus == 1.0
+    assert build_parser().parse_args(["serve", "--reward", "exact_match"]).ray is False
