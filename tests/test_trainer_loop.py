@@ -154,6 +154,9 @@ def test_a_run_logs_metrics_plots_and_a_loadable_final_model(tmp_path):
     assert model.config.model_type == "qwen2"
 
 
+@pytest.mark.skipif(int(__import__("transformers").__version__.split(".")[0]) < 5,
+                    reason="transformers 4.x's StopStringCriteria probes the tokenizer with the "
+                           "letter 'a', which the digits-only arithmetic tokenizer cannot spell")
 def test_stop_string_ends_the_completion_and_its_mask(tmp_path):
     trainer = Trainer(config(tmp_path, stop=["1"], batch_size=32))
     rollout = trainer.collect().rollout
@@ -331,3 +334,25 @@ def test_reward_errors_are_counted_and_components_survive_an_errored_first_sampl
     assert metrics["reward/mean"] == 0.5  # errored samples train with the error value, 0.0
     assert metrics["reward/correct"] == 1.0 and metrics["reward/correct/std"] == 0.0
     assert "reward/format" in metrics and "reward/format/std" in metrics
+
+
+class RecordsMetadata(Scorer):
+    name = "records_metadata"
+
+    def __init__(self) -> None:
+        self.seen: list[dict] = []
+
+    def score_one(self, sample: Sample) -> Score:
+        self.seen.append(dict(sample.metadata))
+        return Score(float(len(sample.completion_text) % 2))
+
+
+def test_rewards_see_the_group_and_the_training_step(tmp_path):
+    scorer = RecordsMetadata()
+    trainer = Trainer(config(tmp_path, batch_size=8, group_size=4, steps=5), scorer=scorer)
+    trainer.step()
+    trainer.step()
+    steps = sorted({m["step"] for m in scorer.seen})
+    assert steps == [0, 1]
+    assert {m["total_steps"] for m in scorer.seen} == {5}
+    assert sorted({m["group"] for m in scorer.seen}) == [0, 1]

@@ -69,12 +69,14 @@ def reinforce_pp_advantages(rewards: torch.Tensor, group_size: int | None = None
 
     Hu et al. 2025 ("REINFORCE++") replace the per-prompt critic with batch-level normalisation.
     With ``group_size`` set, the group mean is subtracted first (their "REINFORCE++-baseline"
-    variant for multi-sample prompts), then the result is batch-normalised.
+    variant for multi-sample prompts), then the result is batch-normalised. With
+    ``group_size`` 1 (the paper's one sample per prompt) a group mean would zero every
+    advantage, so the baseline is the batch mean alone.
     """
     if rewards.dim() != 1:
         raise ValueError(f"rewards must be 1-D, got shape {tuple(rewards.shape)}")
     centered = rewards
-    if group_size is not None:
+    if group_size is not None and group_size > 1:
         grouped = _grouped(rewards, group_size)
         centered = (grouped - grouped.mean(dim=1, keepdim=True)).reshape(-1)
     std = centered.std() if centered.numel() > 1 else centered.new_tensor(0.0)

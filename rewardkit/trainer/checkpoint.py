@@ -19,6 +19,7 @@ import torch
 from ..compose import ConfigError
 
 STATE_FILE = "trainer_state.pt"
+CONFIG_FILE = "train_config.json"
 _STEP_DIR = re.compile(r"^step-(\d+)$")
 
 
@@ -39,17 +40,22 @@ def set_rng_state(state: dict[str, Any]) -> None:
 
 
 def save_checkpoint(directory: Path, model: Any, tokenizer: Any, state: dict[str, Any],
-                    keep: int | None = 2) -> Path:
+                    keep: int | None = 2, model_state: dict[str, Any] | None = None) -> Path:
     """Write a checkpoint atomically (to a temporary folder, then renamed) and keep only the
-    ``keep`` most recent ones."""
+    ``keep`` most recent ones. ``model_state``: the full weights when the model itself holds
+    only a shard (FSDP)."""
     directory = Path(directory)
     tmp = directory.with_name(directory.name + ".tmp")
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir(parents=True)
-    model.save_pretrained(tmp)
+    model.save_pretrained(tmp, **({"state_dict": model_state} if model_state else {}))
     tokenizer.save_pretrained(tmp)
     torch.save({**state, "rng": rng_state()}, tmp / STATE_FILE)
+    if state.get("config") is not None:  # readable without loading the optimizer state
+        import json
+
+        (tmp / CONFIG_FILE).write_text(json.dumps(state["config"], indent=1, default=str))
     if directory.exists():
         shutil.rmtree(directory)
     tmp.rename(directory)
@@ -86,10 +92,27 @@ def load_state(checkpoint: Path) -> dict[str, Any]:
     return torch.load(Path(checkpoint) / STATE_FILE, weights_only=False)
 
 
+def saved_config(checkpoint: Path) -> dict[str, Any]:
+    """The options the checkpointed run was started with (``--resume DIR`` alone restores
+    them): from ``train_config.json``, or from the state file of older checkpoints."""
+    path = Path(checkpoint) / CONFIG_FILE
+    if path.exists():
+        import json
+
+        return json.loads(path.read_text())
+    config = load_state(checkpoint).get("config")
+    if not config:
+        raise ConfigError(f"--resume {str(checkpoint)!r}: the checkpoint records no options; "
+                          "pass --config or --model/--data/--reward as the run was started")
+    return dict(config)
+
+
 RESUMABLE_CHANGES = frozenset({
     "steps", "output_dir", "progress", "tensorboard", "plots", "log_every", "save_every",
     "eval_every", "eval_data", "eval_samples", "eval_k", "eval_max_prompts", "eval_threshold",
-    "eval_temperature", "gold_reward", "device",
+    "eval_temperature", "gold_reward", "device", "max_tokens_per_forward",
+    "logprob_chunk_tokens", "generation_batch_size", "stop_without_signal",
+    "generation_backend", "vllm_gpu_memory_utilization",
 })
 """Options a resumed run may change: how long it runs, where and how often it logs, saves and
 evaluates. Any other change would make the continued run differ from the one checkpointed."""
@@ -134,12 +157,17 @@ def load_model_weights(model: Any, checkpoint: Path, uses_lora: bool) -> None:
         return
     from transformers import AutoModelForCausalLM
 
-    loaded = AutoModelForCausalLM.from_pretrained(checkpoint, dtype=next(model.parameters()).dtype)
+    from .policy import dtype_kwarg
+
+    loaded = AutoModelForCausalLM.from_pretrained(
+        checkpoint, **dtype_kwarg(next(model.parameters()).dtype))
     model.load_state_dict(loaded.state_dict())
 
 
-def save_final(output_dir: Path, model: Any, tokenizer: Any, uses_lora: bool) -> Path:
-    """The final model, loadable with ``from_pretrained``."""
+def save_final(output_dir: Path, model: Any, tokenizer: Any, uses_lora: bool,
+               model_state: dict[str, Any] | None = None) -> Path:
+    """The final model, loadable with ``from_pretrained`` (``model_state``: the full weights
+    of a sharded model)."""
     final = Path(output_dir) / "final"
     final.mkdir(parents=True, exist_ok=True)
     if uses_lora:
@@ -150,6 +178,6 @@ def save_final(output_dir: Path, model: Any, tokenizer: Any, uses_lora: bool) ->
         merged = copy.deepcopy(model).merge_and_unload()
         merged.save_pretrained(final)
     else:
-        model.save_pretrained(final)
+        model.save_pretrained(final, **({"state_dict": model_state} if model_state else {}))
     tokenizer.save_pretrained(final)
     return final

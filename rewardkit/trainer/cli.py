@@ -21,6 +21,7 @@ _OVERRIDES = {
     "temperature": "temperature", "prompt_field": "prompt_field",
     "reference_field": "reference_field", "seed": "seed", "device": "device",
     "eval_every": "eval_every", "save_every": "save_every", "kl_coef": "kl_coef",
+    "lora": "lora", "lora_r": "lora_r", "dtype": "dtype",
 }
 
 
@@ -42,7 +43,14 @@ def _add_algorithm(sub: Any, name: str, summary: str) -> None:
                    help="any train option, e.g. --set clip_eps_high=0.28 (repeatable)")
     p.add_argument("--steps", type=int, help="RL steps")
     p.add_argument("--output", "-o", help="output folder (checkpoints, metrics, plots, final/)")
-    p.add_argument("--resume", help="continue from a checkpoint folder or a run's output folder")
+    p.add_argument("--resume", help="continue from a checkpoint folder or a run's output folder; "
+                                    "alone, it restores the run's own options (model, LoRA, "
+                                    "data, reward)")
+    p.add_argument("--lora", action="store_true", default=None,
+                   help="train a LoRA adapter instead of every weight (needs peft)")
+    p.add_argument("--lora-r", type=int, help="LoRA rank (with --lora)")
+    p.add_argument("--dtype", help="auto, float32, bfloat16, float16 (bf16/fp16: mixed precision "
+                                   "with fp32 master weights)")
     p.add_argument("--batch-size", type=int, help="completions per step")
     p.add_argument("--group-size", type=int, help="completions per prompt")
     p.add_argument("--learning-rate", "--lr", type=float)
@@ -90,9 +98,39 @@ def config_from_args(args: argparse.Namespace) -> Any:
     if args.quiet:
         overrides["progress"] = False
     overrides.update(dict(args.set))
+    saved: dict[str, Any] = {}
+    if getattr(args, "resume", None):
+        from .checkpoint import find_checkpoint, saved_config
+
+        saved = saved_config(find_checkpoint(args.resume))
+        # the run's own options come first; a config file or flags given now override them
+        overrides = {**{k: v for k, v in saved.items()
+                        if k in TrainConfig.__dataclass_fields__},
+                     **{k: v for k, v in overrides.items() if v is not None}}
     if args.config:
-        return TrainConfig.from_file(args.config, **overrides)
+        return TrainConfig.from_file(args.config, **overrides) if not saved else \
+            TrainConfig.from_dict({**_file_section(args.config), **overrides})
     return TrainConfig.from_dict({k: v for k, v in overrides.items() if v is not None})
+
+
+def _file_section(path: str) -> dict[str, Any]:
+    from .config import TrainConfig
+
+    return {k: v for k, v in TrainConfig.from_file(path).to_dict().items()
+            if k in _explicit_keys(path)}
+
+
+def _explicit_keys(path: str) -> set[str]:
+    """Options a config file sets itself (its ``train:`` keys and a top-level reward)."""
+    from pathlib import Path
+
+    from ..compose import read_config_file
+
+    data = read_config_file(Path(path))
+    keys = set(data.get("train", {}) or {})
+    if "reward" in data:
+        keys.add("reward")
+    return keys
 
 
 def run_train(args: argparse.Namespace) -> int:
@@ -106,8 +144,14 @@ def run_train(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"rewardkit train: {exc}", file=sys.stderr)
         return 2
+    from .loop import NoLearningSignal
+
     try:
         final = trainer.train()
+    except NoLearningSignal as exc:
+        if trainer.dist.is_main:
+            print(f"rewardkit train: {exc}", file=sys.stderr)
+        return 3
     except KeyboardInterrupt:
         if trainer.interrupt_checkpoint is not None:
             print(f"\ninterrupted after step {trainer.step_count}; checkpoint saved in "
@@ -118,6 +162,8 @@ def run_train(args: argparse.Namespace) -> int:
                   f"--resume {cfg.output_dir} continues from the last periodic checkpoint, if "
                   "any (set save_every to write them)", file=sys.stderr)
         return 130
+    if not trainer.dist.is_main:  # one summary per job, not one per process
+        return 0
     if final:
         print(" ".join(f"{k}={v:.4g}" for k, v in sorted(final.items())
                        if isinstance(v, (int, float))))

@@ -24,6 +24,8 @@ KL_PLACES = ("loss", "reward")
 TRUNCATION = ("none", "mask", "penalty")
 GROUP_FILTERS = ("none", "zero_variance", "reinforce_rej")
 SCHEDULES = ("constant", "linear", "cosine")
+DISTRIBUTED = ("ddp", "fsdp")
+GENERATION_BACKENDS = ("hf", "vllm")
 
 
 @dataclass
@@ -71,7 +73,21 @@ class TrainConfig:
     """Completions per optimiser step; None = the whole batch (one update per epoch). Several
     mini-batches per batch make the later ones off-policy, which the clipped ratio handles."""
     micro_batch_size: int | None = None
-    """Completions per forward/backward pass (gradient accumulation); None = the mini-batch."""
+    """Completions per forward/backward pass (gradient accumulation); None = the mini-batch.
+    The no-gradient passes (old-policy, reference and value log-probs) use it too."""
+    max_tokens_per_forward: int | None = None
+    """Token budget of one forward pass: rows × (prompt + completion width) stays under it
+    (at least one row), splitting micro-batches further; None = no budget. Bounds activation
+    memory when completion lengths vary from step to step."""
+    logprob_chunk_tokens: int | None = 1024
+    """Positions whose full-vocabulary logits are upcast to fp32 at a time when computing
+    chosen-token log-probs and entropy (no full ``[B, T, V]`` fp32 copy); None = all at once."""
+    generation_batch_size: int | None = None
+    """Completions per ``generate`` call (whole groups; KV-cache memory); None = the batch."""
+    max_prompt_tokens: int | None = None
+    """Prompts longer than this many tokens keep their last ``max_prompt_tokens`` tokens (the
+    end holds the question and the generation prompt); None = no cap. The number cut is
+    printed."""
     epochs: int = 1
     """Passes over each batch (PPO's K epochs; μ in GRPO)."""
 
@@ -86,6 +102,16 @@ class TrainConfig:
     """Top-k sampling; 0 disables it."""
     stop: list[str] = field(default_factory=list)
     """Extra stop strings beside the tokenizer's end-of-sequence token."""
+    chat_template: bool = True
+    """Wrap plain-string prompts as one user message and apply the tokenizer's chat template
+    when it has one (chat models expect it); false tokenises strings as written. Chat-message
+    prompts always go through the template."""
+    generation_backend: str = "hf"
+    """``hf`` (``model.generate``; CPU and GPU) or ``vllm`` (colocated vLLM engine on the same
+    GPU, paged attention and prefix sharing across the G samples of a prompt; the policy's
+    weights are copied into it after every update; needs ``pip install vllm`` and CUDA)."""
+    vllm_gpu_memory_utilization: float = 0.3
+    """Share of GPU memory the colocated vLLM engine may take (weights + KV cache)."""
 
     # -- advantages and loss ----------------------------------------------------------------------
     advantage: str | None = None
@@ -168,6 +194,15 @@ class TrainConfig:
     disable_dropout: bool = True
     """Set every dropout probability to 0, so the training forward scores tokens with the same
     distribution they were sampled from (the importance ratio starts at exactly 1)."""
+    mixed_precision: bool = True
+    """With ``dtype`` bfloat16/float16: keep fp32 master weights and optimizer state and run
+    forwards under autocast in ``dtype`` (Micikevicius et al. 2018, as TRL/accelerate and verl
+    do). False stores the weights in ``dtype`` itself: half the memory, but small updates
+    round away (bf16 keeps 8 significant bits), so full fine-tuning barely moves."""
+    distributed: str = "ddp"
+    """With several processes: ``ddp`` (each holds the whole policy and optimizer) or ``fsdp``
+    (torch FSDP2 ``fully_shard``: parameters, gradients and optimizer state sharded across
+    processes, for policies that do not fit on one device)."""
     gradient_checkpointing: bool = False
     """Recompute activations in the backward pass (Chen et al. 2016) to save memory."""
     device: str = "auto"
@@ -201,6 +236,11 @@ class TrainConfig:
     """Write PNG plots of the main curves at the end (matplotlib)."""
     progress: bool = True
     """Show a progress bar."""
+    stop_without_signal: int = 10
+    """Stop (after saving a checkpoint) once this many consecutive steps had no learning
+    signal: every group's rewards equal (zero variance; with ``group_size`` 1, the whole
+    batch's) or every reward an error, as when the reward cannot read the reference column.
+    Each such step warns; 0 only warns."""
 
     def __post_init__(self) -> None:
         if isinstance(self.adam_betas, list):
@@ -225,6 +265,8 @@ class TrainConfig:
         _choice("truncation", self.truncation, TRUNCATION)
         _choice("group_filter", self.group_filter, GROUP_FILTERS)
         _choice("lr_schedule", self.lr_schedule, SCHEDULES)
+        _choice("distributed", self.distributed, DISTRIBUTED)
+        _choice("generation_backend", self.generation_backend, GENERATION_BACKENDS)
         if not self.model:
             raise ConfigError("no model: pass --model PATH_OR_ID or set train.model")
         if not self.data:
@@ -234,11 +276,12 @@ class TrainConfig:
                               "train.reward / a top-level reward: section")
         for name in ("steps", "batch_size", "group_size", "epochs", "max_new_tokens",
                      "eval_samples", "log_every", "mini_batch_size", "micro_batch_size",
-                     "eval_max_prompts", "lora_r", "lora_alpha"):
+                     "eval_max_prompts", "lora_r", "lora_alpha", "max_tokens_per_forward",
+                     "logprob_chunk_tokens", "generation_batch_size", "max_prompt_tokens"):
             if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
         for name in ("top_k", "resample_rounds", "warmup_steps", "save_every", "eval_every",
-                     "weight_decay", "vf_coef"):
+                     "weight_decay", "vf_coef", "stop_without_signal"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be >= 0 (0 disables it), got "
                                   f"{getattr(self, name)}")
@@ -262,6 +305,23 @@ class TrainConfig:
                               "; for critic-free estimators use algorithm grpo")
         if self.algorithm == "grpo" and self.advantage == "gae":
             raise ConfigError("advantage 'gae' needs a value head: use algorithm ppo")
+        if self.advantage == "grpo" and self.group_size < 2:
+            raise ConfigError("advantage 'grpo' with group_size 1 gives every completion a zero "
+                              "advantage (its baseline is the group mean): use group_size >= 2, "
+                              "or advantage reinforce_pp (batch baseline) for one sample per "
+                              "prompt")
+        if self.distributed == "fsdp" and (self.lora or self.algorithm == "ppo"):
+            raise ConfigError("distributed 'fsdp' shards a full-weight GRPO policy; with lora "
+                              "or ppo use distributed 'ddp' (a LoRA adapter is small enough to "
+                              "replicate)")
+        if self.generation_batch_size is not None and self.generation_batch_size % \
+                self.group_size:
+            raise ConfigError(f"generation_batch_size ({self.generation_batch_size}) must be a "
+                              f"multiple of group_size ({self.group_size}): groups are generated "
+                              "whole")
+        if not 0 < self.vllm_gpu_memory_utilization < 1:
+            raise ConfigError("vllm_gpu_memory_utilization must be in (0, 1), got "
+                              f"{self.vllm_gpu_memory_utilization}")
         if self.advantage == "rloo" and self.group_size < 2:
             raise ConfigError("rloo needs group_size >= 2 (its baseline is the other samples)")
         mini = self.mini_batch_size or self.batch_size

@@ -19,6 +19,7 @@ class Prompt:
     prompt: Text
     reference: Any
     ids: list[int]
+    truncated: bool = False
 
 
 def read_prompt_rows(location: str, prompt_field: str = "prompt",
@@ -37,7 +38,7 @@ def read_prompt_rows(location: str, prompt_field: str = "prompt",
     out: list[tuple[Text, Any]] = []
     named = reference_field is not None
     if not named:
-        reference_field = next((f for f in ("reference", "answer") if f in rows[0]), None)
+        reference_field = pick_reference_field(rows[0])
     for i, row in enumerate(rows):
         prompt = _field(row, prompt_field)
         if prompt is None:
@@ -58,6 +59,33 @@ def read_prompt_rows(location: str, prompt_field: str = "prompt",
     return out
 
 
+def pick_reference_field(row: dict[str, Any]) -> str | None:
+    """The column used as the reference when none is named: ``reference``, else ``answer``,
+    else none."""
+    return next((f for f in ("reference", "answer") if f in row), None)
+
+
+def describe_reference(prompts: Sequence["Prompt"], reference_field: str | None,
+                       location: str) -> str:
+    """One line saying which column the reward reads as its reference, with an example, so a
+    wrongly chosen column (a raw GSM8K ``answer`` with its worked solution) shows at once."""
+    how = "set by reference_field" if reference_field else "picked automatically; set " \
+        "reference_field to choose"
+    field = reference_field
+    if field is None:
+        try:
+            first = next(iter(read_rows(Source(location, detect_format(location)))))
+            field = pick_reference_field(first)
+        except (DataError, StopIteration):
+            field = None
+    if field is None:
+        return f"reference column: none in {location!r} (the reward gets no reference)"
+    example = repr(prompts[0].reference) if prompts else "?"
+    if len(example) > 80:
+        example = example[:77] + "..."
+    return f"reference column: {field!r} ({how}), e.g. {example}"
+
+
 def _field(row: dict[str, Any], path: str) -> Any:
     """A (dotted) field of a row, or None when it is missing."""
     try:
@@ -66,12 +94,15 @@ def _field(row: dict[str, Any], path: str) -> Any:
         return None
 
 
-def encode_prompt(tokenizer: Any, prompt: Text) -> list[int]:
+def encode_prompt(tokenizer: Any, prompt: Text, chat_template: bool = True) -> list[int]:
     """Token ids of a prompt. Chat messages go through the tokenizer's chat template with the
-    generation prompt added; a plain string is tokenised as is (with the tokenizer's usual
-    special tokens, e.g. BOS)."""
+    generation prompt added; so does a plain string, as one user message, when the tokenizer
+    has a template and ``chat_template`` is on. Otherwise a string is tokenised as is (with the
+    tokenizer's usual special tokens, e.g. BOS)."""
     if isinstance(prompt, str):
-        return list(tokenizer(prompt).input_ids)
+        if not (chat_template and getattr(tokenizer, "chat_template", None)):
+            return list(tokenizer(prompt).input_ids)
+        prompt = [{"role": "user", "content": prompt}]
     if getattr(tokenizer, "chat_template", None) is None:
         raise ConfigError("the prompts are chat messages but the tokenizer has no chat template; "
                           "give plain-text prompts or a model with a chat template")
@@ -80,10 +111,23 @@ def encode_prompt(tokenizer: Any, prompt: Text) -> list[int]:
 
 
 def load_prompts(location: str, tokenizer: Any, prompt_field: str = "prompt",
-                 reference_field: str | None = None) -> list[Prompt]:
-    """Read and tokenise every prompt of a dataset."""
-    return [Prompt(p, r, encode_prompt(tokenizer, p))
-            for p, r in read_prompt_rows(location, prompt_field, reference_field)]
+                 reference_field: str | None = None, chat_template: bool = True,
+                 max_prompt_tokens: int | None = None) -> list[Prompt]:
+    """Read and tokenise every prompt of a dataset; with ``max_prompt_tokens`` a longer prompt
+    keeps its last tokens (see :func:`truncated_count`)."""
+    prompts = [Prompt(p, r, encode_prompt(tokenizer, p, chat_template))
+               for p, r in read_prompt_rows(location, prompt_field, reference_field)]
+    if max_prompt_tokens:
+        for prompt in prompts:
+            if len(prompt.ids) > max_prompt_tokens:
+                prompt.ids = prompt.ids[-max_prompt_tokens:]
+                prompt.truncated = True
+    return prompts
+
+
+def truncated_count(prompts: Sequence[Prompt]) -> int:
+    """How many prompts :func:`load_prompts` cut to ``max_prompt_tokens``."""
+    return sum(p.truncated for p in prompts)
 
 
 class PromptSampler:

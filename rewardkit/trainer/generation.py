@@ -1,5 +1,8 @@
-"""Sampling completions: ``G`` per prompt with HF ``generate`` (or vLLM when installed and
-asked for), and the bookkeeping the loss needs (masks, truncation, texts)."""
+"""Sampling completions: ``G`` per prompt with HF ``generate`` (batched, KV cache, prompts
+left-padded to the longest), and the bookkeeping the loss needs (masks, truncation, texts).
+
+The GPU path, ``generation_backend: vllm``, lives in :mod:`.vllm_generation` and returns the
+same :class:`Rollout`."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -105,8 +108,12 @@ def _eos_ids(model: Any, tokenizer: Any) -> list[int]:
 
 @torch.no_grad()
 def generate(model: Any, tokenizer: Any, prompt_ids: Sequence[Sequence[int]], group_size: int,
-             options: GenerationOptions, device: torch.device) -> Rollout:
-    """Sample ``group_size`` completions for each prompt with HF ``generate``."""
+             options: GenerationOptions, device: torch.device, synced: bool = False) -> Rollout:
+    """Sample ``group_size`` completions for each prompt with HF ``generate``.
+
+    ``synced``: the model is sharded across processes (FSDP), so every process keeps calling
+    the forward until all have finished (``generate(synced_gpus=True)``); otherwise a process
+    that stopped early would leave the others waiting in a collective."""
     pad_id = tokenizer.pad_token_id
     ids, mask = left_pad(prompt_ids, pad_id, device)
     ids = ids.repeat_interleave(group_size, dim=0)
@@ -119,6 +126,8 @@ def generate(model: Any, tokenizer: Any, prompt_ids: Sequence[Sequence[int]], gr
     )
     if options.stop:
         kwargs.update(stop_strings=list(options.stop), tokenizer=tokenizer)
+    if synced:
+        kwargs["synced_gpus"] = True
     was_training = model.training
     model.eval()
     out = model.generate(input_ids=ids, attention_mask=mask, **kwargs)
@@ -126,6 +135,15 @@ def generate(model: Any, tokenizer: Any, prompt_ids: Sequence[Sequence[int]], gr
     completion = out[:, ids.shape[1]:]
     if completion.shape[1] == 0:
         completion = torch.full((ids.shape[0], 1), pad_id, dtype=torch.long, device=device)
+    return finish_rollout(ids, mask, completion, tokenizer, eos_ids, options)
+
+
+def finish_rollout(ids: torch.Tensor, mask: torch.Tensor, completion: torch.Tensor,
+                   tokenizer: Any, eos_ids: Sequence[int], options: GenerationOptions) -> Rollout:
+    """Masks, truncation flags and texts of sampled completions (``[B, T]``, right-padded with
+    the pad token), whichever engine sampled them."""
+    device = completion.device
+    pad_id = tokenizer.pad_token_id
     stopped = torch.zeros(completion.shape[0], dtype=torch.bool, device=device)
     if options.stop:
         raw = tokenizer.batch_decode(completion, skip_special_tokens=True)

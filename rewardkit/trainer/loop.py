@@ -8,17 +8,14 @@ tested alone; this module only wires them.
 """
 from __future__ import annotations
 
-import contextlib
 import math
 import random
-import signal
 import sys
-import threading
 import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import numpy as np
 import torch
@@ -31,16 +28,19 @@ from . import advantages as adv
 from . import checkpoint as ckpt
 from . import filters
 from .config import TrainConfig
-from .data import PromptSampler, load_prompts
+from .data import PromptSampler, describe_reference, load_prompts, truncated_count
 from .distributed import Dist
 from .evaluation import evaluate
 from .generation import GenerationOptions, Rollout, concat_rollouts, generate
-from .losses import (aggregate, clipped_policy_loss, entropy_from_logits, kl_penalty,
-                     token_logprobs, top_entropy_mask, value_loss)
+from .health import NoLearningSignal, SignalMonitor, deferred_sigint
+from .losses import (aggregate, clipped_policy_loss, kl_penalty, logprobs_and_entropy,
+                     top_entropy_mask, value_loss)
 from .metrics import MetricsLogger
-from .policy import Policy, load_policy, unwrap
+from .policy import Policy, load_policy, logits_to_keep_name, unwrap
 from .value import ValueHead, token_rewards
 
+
+_deferred_sigint = deferred_sigint  # the name rewardkit.models.train imports
 
 @dataclass
 class Batch:
@@ -70,22 +70,41 @@ class Trainer:
                                     if cfg.gold_reward else None)
         self.policy: Policy = load_policy(cfg, self.dist.device(cfg.device))
         tok = self.policy.tokenizer
-        self.sampler = PromptSampler(load_prompts(cfg.data, tok, cfg.prompt_field,
-                                                  cfg.reference_field), seed=cfg.seed + self.dist.rank)
-        self.eval_prompts = (load_prompts(cfg.eval_data, tok, cfg.prompt_field, cfg.reference_field)
+        prompts = load_prompts(cfg.data, tok, cfg.prompt_field, cfg.reference_field,
+                               cfg.chat_template, cfg.max_prompt_tokens)
+        self.sampler = PromptSampler(prompts, seed=cfg.seed + self.dist.rank)
+        self.eval_prompts = (load_prompts(cfg.eval_data, tok, cfg.prompt_field, cfg.reference_field,
+                                          cfg.chat_template, cfg.max_prompt_tokens)
                              [:cfg.eval_max_prompts] if cfg.eval_data else [])
+        self._say(describe_reference(prompts, cfg.reference_field, cfg.data))
+        cut = truncated_count(prompts)
+        if cut:
+            self._say(f"{cut} of {len(prompts)} prompts were longer than max_prompt_tokens "
+                      f"({cfg.max_prompt_tokens}) and keep only their last tokens")
         self.gen = GenerationOptions(cfg.max_new_tokens, cfg.temperature, cfg.top_p, cfg.top_k,
                                      tuple(cfg.stop))
         self.value_head = None
         if cfg.algorithm == "ppo":
             hidden = unwrap(self.policy.model).config.get_text_config().hidden_size
             self.value_head = ValueHead(hidden).to(self.policy.device)
-        self.model = self.dist.wrap(self.policy.model)
+        self.model = self.dist.wrap(self.policy.model, cfg.distributed)
         self.value_module = self.dist.wrap(self.value_head) if self.value_head else None
         params = [p for p in self.policy.model.parameters() if p.requires_grad]
+        if not params:
+            raise ConfigError(f"no trainable weight in {cfg.model!r} (lora: {cfg.lora}); a LoRA "
+                              "run continues with --resume on its output folder, which restores "
+                              "its options (lora included)")
         if self.value_head is not None:
             params += list(self.value_head.parameters())
         self.params = params
+        self.scaler = torch.amp.GradScaler(self.policy.device.type, enabled=(
+            self.policy.compute_dtype == torch.float16 and cfg.mixed_precision))
+        self.vllm = None
+        if cfg.generation_backend == "vllm":
+            from .vllm_generation import VLLMGenerator
+
+            self.vllm = VLLMGenerator(cfg, self.policy)
+        self.signal = SignalMonitor(cfg.stop_without_signal)
         self.optimizer = torch.optim.AdamW(params, lr=cfg.learning_rate, betas=cfg.adam_betas,
                                            weight_decay=cfg.weight_decay)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, self._lr_factor)
@@ -98,6 +117,8 @@ class Trainer:
                                     enabled=self.dist.is_main)
         if resume is not None:
             self._resume(ckpt.find_checkpoint(resume))
+            if self.vllm is not None:  # the engine started from cfg.model's weights
+                self.vllm.sync_weights(unwrap(self.model))
 
     # -- the step ---------------------------------------------------------------------------------
     def step(self) -> dict[str, float]:
@@ -122,6 +143,17 @@ class Trainer:
                 "time/step": elapsed, "time/update": time.perf_counter() - collected,
                 "tokens_per_s": generated * self.dist.world_size / elapsed}
 
+    def _check_signal(self, metrics: dict[str, float]) -> None:
+        """Warn on a step without learning signal; stop after ``stop_without_signal``."""
+        warning = self.signal.update(metrics, self.step_count)
+        if warning:
+            self._say(warning)
+        self.signal.raise_if_stalled()
+
+    def _say(self, message: str) -> None:
+        if self.dist.is_main:
+            print(message, file=sys.stderr, flush=True)
+
     def collect(self) -> Batch:
         """Generate, score and filter until the batch holds enough kept groups (or resampling
         rounds run out), then compute advantages.
@@ -137,8 +169,7 @@ class Trainer:
         for round_ in range(cfg.resample_rounds + 1):
             prompts = self.sampler.next(n_prompts if round_ == 0 else n_prompts - kept_groups)
             t0 = time.perf_counter()
-            rollout = generate(unwrap(self.model), self.policy.tokenizer, [p.ids for p in prompts],
-                               cfg.group_size, self.gen, self.policy.device)
+            rollout = self.generate([p.ids for p in prompts])
             t1 = time.perf_counter()
             rewards, score_stats = self.score(prompts, rollout)
             stats["time/generate"] += t1 - t0
@@ -161,14 +192,38 @@ class Trainer:
         order = order[:n_prompts * cfg.group_size]
         stats.update({"groups/zero_variance": zero_var / seen_groups,
                       "groups/kept": kept_groups / seen_groups, "resample_rounds": len(parts) - 1})
+        first = parts[0][1]
+        no_variance = (first.std().item() == 0.0 if cfg.group_size == 1 or len(first) < 2
+                       else bool(filters.zero_variance_groups(first, cfg.group_size).all()))
+        stats["signal/none"] = float(no_variance or stats.get("reward/errors", 0.0) >= 1.0)
         return self.make_batch(rollout.select(order), rewards[order], stats, keep[order])
+
+    def generate(self, prompt_ids: list[list[int]]) -> Rollout:
+        """``group_size`` completions per prompt (vLLM or HF ``generate`` under autocast), in
+        calls of at most ``generation_batch_size`` completions."""
+        cfg = self.cfg
+        if self.vllm is not None:
+            return self.vllm.generate(prompt_ids, cfg.group_size, self.gen)
+        per_call = max(1, (cfg.generation_batch_size or len(prompt_ids) * cfg.group_size)
+                       // cfg.group_size)
+        parts = []
+        for lo in range(0, len(prompt_ids), per_call):
+            with self.policy.autocast():
+                parts.append(generate(unwrap(self.model), self.policy.tokenizer,
+                                      prompt_ids[lo:lo + per_call], cfg.group_size, self.gen,
+                                      self.policy.device, synced=self.dist.sharded))
+        return concat_rollouts(parts, self.policy.tokenizer.pad_token_id)
 
     def score(self, prompts: list, rollout: Rollout) -> tuple[torch.Tensor, dict[str, float]]:
         """Rewards from the Scorer, ``r - λ·uncertainty`` where a Score reports uncertainty, and
         the truncation penalty."""
         g = self.cfg.group_size
+        # rewards with a schedule over training (the iou reward's dynamic threshold) read the
+        # step from the metadata
         samples = [Sample(prompts[i // g].prompt, text, prompts[i // g].reference,
-                          {"group": i // g}) for i, text in enumerate(rollout.texts)]
+                          {"group": i // g, "step": self.step_count,
+                           "total_steps": self.cfg.steps})
+                   for i, text in enumerate(rollout.texts)]
         scores = self.scorer.score(samples)
         values = [s.value - self.cfg.uncertainty_penalty * (s.uncertainty or 0.0) for s in scores]
         rewards = torch.tensor(values, dtype=torch.float32, device=self.policy.device)
@@ -207,13 +262,14 @@ class Trainer:
         needs_old = cfg.epochs > 1 or (cfg.mini_batch_size or cfg.batch_size) < cfg.batch_size
         old_logp = old_values = ref_logp = None
         if needs_old or self.value_head is not None:
-            old_logp, _, old_values = self.forward(self.model, rollout, values=True)
+            old_logp, old_values = self.forward_no_grad(self.model, rollout, values=True)
         if self.policy.has_reference and cfg.kl_coef > 0:
             with self.policy.reference_model() as ref:
-                ref_logp, _, _ = self.forward(ref, rollout, values=False)
+                ref_logp, _ = self.forward_no_grad(ref, rollout)
         seq_rewards = rewards
         if ref_logp is not None and cfg.kl_in == "reward":
-            logp = old_logp if old_logp is not None else self.forward(self.model, rollout)[0]
+            logp = (old_logp if old_logp is not None
+                    else self.forward_no_grad(self.model, rollout)[0])
             kl = kl_penalty(logp, ref_logp, cfg.kl_estimator)
             if cfg.advantage != "gae":  # sequence-level rewards: the summed per-token KL
                 seq_rewards = rewards - cfg.kl_coef * (kl * mask).sum(-1)
@@ -249,18 +305,49 @@ class Trainer:
         positions = (attention.cumsum(-1) - 1).clamp(min=0)
         steps = rollout.completion_ids.shape[1]
         want_values = values and self.value_head is not None
-        out = model(input_ids=ids, attention_mask=attention, position_ids=positions,
-                    logits_to_keep=steps + 1, output_hidden_states=want_values, use_cache=False)
-        logits = out.logits[:, :-1] / self.cfg.temperature
-        logp = token_logprobs(logits, rollout.completion_ids)
-        ent = None
-        if entropy:  # with no entropy bonus, entropy is only measured: no graph for it
-            ent = entropy_from_logits(logits if self.cfg.entropy_coef > 0 else logits.detach())
+        keep = logits_to_keep_name(type(unwrap(unwrap(model))))
+        with self.policy.autocast():
+            out = model(input_ids=ids, attention_mask=attention, position_ids=positions,
+                        output_hidden_states=want_values, use_cache=False,
+                        **({keep: steps + 1} if keep else {}))
+        # logits of the positions that predict completion tokens; temperature and the fp32
+        # upcast are applied chunk by chunk inside logprobs_and_entropy
+        logits = out.logits[:, -steps - 1:-1]
+        # with no entropy bonus, entropy is only measured: no graph for it
+        logp, ent = logprobs_and_entropy(logits, rollout.completion_ids, self.cfg.temperature,
+                                         self.cfg.logprob_chunk_tokens, entropy=entropy,
+                                         entropy_grad=self.cfg.entropy_coef > 0)
         vals = None
         if want_values:
             hidden = out.hidden_states[-1][:, -steps - 1:-1]
             vals = self.value_module(hidden)
         return logp, ent, vals
+
+    def row_chunks(self, rows: int, width: int, limit: int | None = None) -> list[slice]:
+        """Consecutive row ranges for forward passes over ``rows`` sequences ``width`` tokens
+        wide: at most ``limit`` rows (``micro_batch_size`` by default) and at most
+        ``max_tokens_per_forward`` tokens each (at least one row)."""
+        cfg = self.cfg
+        size = limit or cfg.micro_batch_size or cfg.mini_batch_size or rows
+        if cfg.max_tokens_per_forward:
+            size = min(size, max(1, cfg.max_tokens_per_forward // max(width, 1)))
+        size = max(1, size)
+        return [slice(lo, min(lo + size, rows)) for lo in range(0, rows, size)]
+
+    @torch.no_grad()
+    def forward_no_grad(self, model: Any, rollout: Rollout, values: bool = False
+                        ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Log-probs (and values) of a whole batch without a graph, micro-batched as
+        :meth:`row_chunks` says: old-policy, reference and value passes."""
+        width = rollout.prompt_ids.shape[1] + rollout.completion_ids.shape[1]
+        logps, vals = [], []
+        for part in self.row_chunks(len(rollout), width):
+            index = torch.arange(part.start, part.stop, device=rollout.prompt_ids.device)
+            logp, _, value = self.forward(model, rollout.select(index), values=values)
+            logps.append(logp)
+            if value is not None:
+                vals.append(value)
+        return torch.cat(logps), (torch.cat(vals) if vals else None)
 
     def update(self, batch: Batch) -> dict[str, float]:
         """``epochs`` passes over the batch in mini-batches (one optimizer step each), each
@@ -269,6 +356,7 @@ class Trainer:
         n = len(batch.rollout)
         mini = min(cfg.mini_batch_size or n, n)
         micro = min(cfg.micro_batch_size or mini, mini)
+        width = batch.rollout.prompt_ids.shape[1] + batch.rollout.completion_ids.shape[1]
         sums: dict[str, float] = {}
         count = 0
         norms: list[float] = []
@@ -279,18 +367,24 @@ class Trainer:
                 rows = order[lo:lo + mini].to(batch.loss_mask.device)
                 num_tokens = self.dist.sum(batch.loss_mask[rows].sum().item())
                 num_seqs = self.dist.sum(float((batch.loss_mask[rows].sum(-1) > 0).sum().item()))
-                for mlo in range(0, len(rows), micro):
-                    last = mlo + micro >= len(rows)
+                chunks = self.row_chunks(len(rows), width, micro)
+                for i, part in enumerate(chunks):
+                    last = i == len(chunks) - 1
                     with self.dist.no_sync(self.model, self.value_module, skip=last):
-                        parts = self.loss(batch, rows[mlo:mlo + micro], num_tokens, num_seqs)
-                        (parts.pop("loss") * self.dist.world_size).backward()
+                        parts = self.loss(batch, rows[part], num_tokens, num_seqs)
+                        loss = parts.pop("loss") * self.dist.world_size
+                        self.scaler.scale(loss).backward()
                     for key, value in parts.items():
                         sums[key] = sums.get(key, 0.0) + value
                     count += 1
+                self.scaler.unscale_(self.optimizer)
                 norm = torch.nn.utils.clip_grad_norm_(self.params, cfg.max_grad_norm or math.inf)
-                norms.append(norm.item())
-                self.optimizer.step()
+                norms.append(float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm))
+                self.scaler.step(self.optimizer)
+                self.scaler.update()
                 self.optimizer.zero_grad(set_to_none=True)
+        if self.vllm is not None:  # the engine samples the next step from the new weights
+            self.vllm.sync_weights(unwrap(self.model))
         # losses: micro-batch shares summed per optimizer step; the rest: mean per micro-batch
         return {**{k: v / (len(norms) if k.startswith("loss/") else max(count, 1))
                    for k, v in sums.items()},
@@ -361,7 +455,7 @@ class Trainer:
                    desc=f"{cfg.algorithm} steps")
         self.interrupt_checkpoint = None
         try:
-            with _deferred_sigint() as stop_requested:
+            with deferred_sigint() as stop_requested:
                 while self.step_count < cfg.steps:
                     self._step_start = (ckpt.rng_state(), dict(self.sampler.state_dict()))
                     metrics = self.dist.mean_metrics(self.step())
@@ -374,6 +468,7 @@ class Trainer:
                         self.logger.log(step, metrics)
                     if cfg.save_every and step % cfg.save_every == 0:
                         self.save()
+                    self._check_signal(metrics)
                     bar.update(1)
                     bar.set_postfix(reward=f"{metrics.get('reward/mean', float('nan')):.3f}")
                     last = metrics
@@ -383,14 +478,21 @@ class Trainer:
             bar.close()
             self.interrupt_checkpoint = self._save_on_interrupt()
             raise
+        except NoLearningSignal:  # the step itself finished: keep it, and what was logged
+            bar.close()
+            self._step_start = None
+            self.interrupt_checkpoint = self.save()
+            self.logger.close()
+            raise
         bar.close()
         if self.eval_prompts:
             last = self.evaluate()
             self.logger.log(self.step_count, last)
         self.save()
+        full = self._full_state()[0] if self.dist.sharded else None
         if self.dist.is_main:
             ckpt.save_final(self.output, unwrap(self.model), self.policy.tokenizer,
-                            self.policy.uses_lora)
+                            self.policy.uses_lora, model_state=full)
         self.logger.close()
         return last
 
@@ -410,33 +512,67 @@ class Trainer:
         cfg = self.cfg
         options = GenerationOptions(cfg.max_new_tokens, cfg.eval_temperature or cfg.temperature,
                                     cfg.top_p, cfg.top_k, tuple(cfg.stop))
-        return evaluate(unwrap(self.model), self.policy.tokenizer, self.eval_prompts, self.scorer,
-                        options, self.policy.device, cfg.eval_samples, cfg.eval_k, self.gold,
-                        success_threshold=cfg.eval_threshold)
+        with self.policy.autocast():
+            return evaluate(unwrap(self.model), self.policy.tokenizer, self.eval_prompts,
+                            self.scorer, options, self.policy.device, cfg.eval_samples,
+                            cfg.eval_k, self.gold, success_threshold=cfg.eval_threshold)
 
     # -- checkpoints ------------------------------------------------------------------------------
+    def _full_state(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Full (unsharded) model and optimizer state of an FSDP policy, on the CPU; a
+        collective: every process calls it."""
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict
+
+        return get_state_dict(self.model, self.optimizer, options=StateDictOptions(
+            full_state_dict=True, cpu_offload=True))
+
     def save(self) -> Path | None:
-        """A resumable checkpoint of the current step (main process only)."""
+        """A resumable checkpoint of the current step (written by the main process; with FSDP
+        every process takes part in gathering the shards)."""
+        model_state = optim_state = None
+        if self.dist.sharded:
+            model_state, optim_state = self._full_state()
+        # each process samples its own prompts with its own RNG: keep every process's
+        ranks = self.dist.gather_objects({"sampler": self.sampler.state_dict(),
+                                          "rng": ckpt.rng_state()})
         if not self.dist.is_main:
             return None
-        state = {"step": self.step_count, "optimizer": self.optimizer.state_dict(),
+        state = {"step": self.step_count, "ranks": ranks,
+                 "optimizer": optim_state or self.optimizer.state_dict(),
                  "scheduler": self.scheduler.state_dict(), "sampler": self.sampler.state_dict(),
                  "value_head": self.value_head.state_dict() if self.value_head else None,
                  "config": self.cfg.to_dict()}
         return ckpt.save_checkpoint(self.output / "checkpoints" / f"step-{self.step_count}",
-                                    unwrap(self.model), self.policy.tokenizer, state)
+                                    unwrap(self.model), self.policy.tokenizer, state,
+                                    model_state=model_state)
 
     def _resume(self, checkpoint: Path) -> None:
         state = ckpt.load_state(checkpoint)
         ckpt.check_resume_config(state.get("config"), self.cfg.to_dict(), checkpoint)
-        ckpt.load_model_weights(unwrap(self.model), checkpoint, self.policy.uses_lora)
-        self.optimizer.load_state_dict(state["optimizer"])
+        if self.dist.sharded:  # every process reads the full state and keeps its shard
+            from safetensors.torch import load_file
+            from torch.distributed.checkpoint.state_dict import (StateDictOptions,
+                                                                 set_state_dict)
+
+            weights: dict[str, Any] = {}
+            for part in sorted(Path(checkpoint).glob("*.safetensors")):
+                weights.update(load_file(str(part)))
+            set_state_dict(self.model, self.optimizer, model_state_dict=weights,
+                           optim_state_dict=state["optimizer"],
+                           options=StateDictOptions(full_state_dict=True, strict=False))
+        else:
+            ckpt.load_model_weights(unwrap(self.model), checkpoint, self.policy.uses_lora)
+            self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
         self.sampler.load_state_dict(state["sampler"])
         if self.value_head is not None and state.get("value_head"):
             self.value_head.load_state_dict(state["value_head"])
         self.step_count = int(state["step"])
         ckpt.set_rng_state(state["rng"])
+        ranks = state.get("ranks")
+        if ranks and len(ranks) == self.dist.world_size:
+            self.sampler.load_state_dict(ranks[self.dist.rank]["sampler"])
+            ckpt.set_rng_state(ranks[self.dist.rank]["rng"])
         self.logger.truncate_after(self.step_count)
 
     def _lr_factor(self, step: int) -> float:
@@ -449,31 +585,6 @@ class Trainer:
         if cfg.lr_schedule == "cosine":
             return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
         return 1.0
-
-
-@contextlib.contextmanager
-def _deferred_sigint() -> Iterator[Callable[[], bool]]:
-    """Within the block, a first SIGINT only sets a flag (the yielded callable reads it) so the
-    loop can finish its step and save; a second one raises KeyboardInterrupt as usual. Signal
-    handlers can only be set from the main thread; elsewhere SIGINT keeps its usual effect."""
-    requested = False
-    if threading.current_thread() is not threading.main_thread():
-        yield lambda: False
-        return
-
-    def handler(signum: int, frame: Any) -> None:
-        nonlocal requested
-        if requested:
-            raise KeyboardInterrupt
-        requested = True
-        print("\nCtrl-C: finishing this step and saving a checkpoint (Ctrl-C again to stop "
-              "now)", file=sys.stderr, flush=True)
-
-    previous = signal.signal(signal.SIGINT, handler)
-    try:
-        yield lambda: requested
-    finally:
-        signal.signal(signal.SIGINT, previous)
 
 
 def _rollout_stats(rollout: Rollout) -> dict[str, float]:

@@ -10,20 +10,79 @@ KL_ESTIMATORS = ("k1", "k3")
 AGGREGATIONS = ("seq_mean", "token_mean", "constant")
 
 
-def token_logprobs(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
-    """``log p(token)`` per position: ``logit[token] - logsumexp(logits)``.
+def token_logprobs(logits: torch.Tensor, tokens: torch.Tensor, temperature: float = 1.0,
+                   chunk_tokens: int | None = None) -> torch.Tensor:
+    """``log p(token)`` per position: ``logit[token] / τ - logsumexp(logits / τ)``.
 
-    Computed without materialising the full ``[B, T, V]`` log-softmax, which matters for large
-    vocabularies.
+    Computed without materialising the full ``[B, T, V]`` log-softmax; with ``chunk_tokens``
+    the fp32 copy of the logits exists only for that many positions at a time (see
+    :func:`logprobs_and_entropy`).
     """
-    picked = torch.gather(logits, -1, tokens.unsqueeze(-1)).squeeze(-1)
-    return picked.float() - torch.logsumexp(logits.float(), dim=-1)
+    return logprobs_and_entropy(logits, tokens, temperature, chunk_tokens)[0]
 
 
-def entropy_from_logits(logits: torch.Tensor) -> torch.Tensor:
+def entropy_from_logits(logits: torch.Tensor, temperature: float = 1.0,
+                        chunk_tokens: int | None = None) -> torch.Tensor:
     """Entropy of the next-token distribution at each position, ``-sum p log p``."""
-    logp = torch.log_softmax(logits.float(), dim=-1)
-    return -(logp.exp() * logp).sum(dim=-1)
+    tokens = torch.zeros(logits.shape[:-1], dtype=torch.long, device=logits.device)
+    return logprobs_and_entropy(logits, tokens, temperature, chunk_tokens, entropy=True,
+                                entropy_grad=True)[1]
+
+
+def _chunk_stats(logits: torch.Tensor, tokens: torch.Tensor, temperature: float, entropy: bool,
+                 entropy_grad: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+    x = logits.float()
+    if temperature != 1.0:
+        x = x / temperature
+    lse = torch.logsumexp(x, dim=-1)
+    logp = x.gather(-1, tokens.unsqueeze(-1)).squeeze(-1) - lse
+    if not entropy:
+        return logp, None
+    # -sum p log p on the chunk's log-softmax (the lse - sum p·x form loses digits to
+    # cancellation when logits are large)
+    with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
+        log_p = x - lse.unsqueeze(-1)
+        ent = -(log_p.exp() * log_p).sum(-1)
+    return logp, ent
+
+
+def logprobs_and_entropy(logits: torch.Tensor, tokens: torch.Tensor, temperature: float = 1.0,
+                         chunk_tokens: int | None = None, entropy: bool = False,
+                         entropy_grad: bool = False
+                         ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Log-probs of the chosen ``tokens`` (``[B, T]``) and, optionally, the entropy of each
+    position's distribution, from ``[B, T, V]`` logits at temperature ``τ``.
+
+    Memory: a bf16 model's logits are upcast to fp32 (and divided by τ) only ``chunk_tokens``
+    positions at a time (``None``: all at once), so no full fp32 ``[B, T, V]`` copy is made;
+    for a 152k vocabulary at 64 × 1k tokens that copy alone is 40 GB. When the logits need a
+    gradient each chunk is recomputed in the backward pass (activation checkpointing, Chen et
+    al. 2016) instead of keeping its fp32 copy alive. The entropy carries a gradient only with
+    ``entropy_grad`` (an entropy bonus); otherwise it is a measurement.
+    """
+    if logits.shape[:-1] != tokens.shape:
+        raise ValueError(f"logits {tuple(logits.shape)} and tokens {tuple(tokens.shape)} must "
+                         "share the [B, T] dimensions")
+    rows, steps = tokens.shape
+    width = steps if not chunk_tokens else max(1, chunk_tokens // max(rows, 1))
+    if width >= steps:
+        return _chunk_stats(logits, tokens, temperature, entropy, entropy_grad)
+    recompute = logits.requires_grad and torch.is_grad_enabled()
+    logps: list[torch.Tensor] = []
+    ents: list[torch.Tensor] = []
+    for lo in range(0, steps, width):
+        args = (logits[:, lo:lo + width], tokens[:, lo:lo + width], temperature, entropy,
+                entropy_grad)
+        if recompute:
+            from torch.utils.checkpoint import checkpoint
+
+            logp, ent = checkpoint(_chunk_stats, *args, use_reentrant=False)
+        else:
+            logp, ent = _chunk_stats(*args)
+        logps.append(logp)
+        if ent is not None:
+            ents.append(ent)
+    return torch.cat(logps, dim=1), (torch.cat(ents, dim=1) if entropy else None)
 
 
 def kl_penalty(logp: torch.Tensor, ref_logp: torch.Tensor, estimator: str = "k3") -> torch.Tensor:

@@ -1,6 +1,8 @@
 """Load the policy (and, when the KL needs one, the reference policy).
 
-fp32 on CPU, bf16 on CUDA unless told otherwise. With LoRA the reference is the same model with
+fp32 on CPU, bf16 on CUDA unless told otherwise. A bf16/fp16 ``dtype`` means mixed precision:
+fp32 master weights (and so fp32 optimizer state) with forwards under autocast, unless
+``mixed_precision: false``; the frozen reference copy is stored in ``dtype``. With LoRA the reference is the same model with
 the adapter disabled, so no second copy sits in memory; without LoRA it is a frozen copy, made
 only when ``kl_coef > 0``.
 """
@@ -8,6 +10,8 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
+import inspect
 from dataclasses import dataclass
 from typing import Any, Iterator
 
@@ -51,6 +55,13 @@ class Policy:
     device: torch.device
     reference: Any = None
     uses_lora: bool = False
+    compute_dtype: torch.dtype = torch.float32
+    """The dtype forwards run in: autocast to it when the weights are stored in fp32."""
+
+    def autocast(self) -> contextlib.AbstractContextManager:
+        """Autocast to ``compute_dtype`` for the block (a no-op for fp32)."""
+        return torch.autocast(self.device.type, dtype=self.compute_dtype,
+                              enabled=self.compute_dtype != torch.float32)
 
     @property
     def has_reference(self) -> bool:
@@ -74,6 +85,29 @@ def unwrap(model: Any) -> Any:
     return getattr(model, "module", model)
 
 
+def dtype_kwarg(dtype: torch.dtype) -> dict[str, torch.dtype]:
+    """``from_pretrained``'s dtype keyword: ``dtype`` since transformers 4.56, ``torch_dtype``
+    before (4.56+ still accepts the old name with a deprecation warning)."""
+    return {"dtype" if _transformers_at_least("4.56") else "torch_dtype": dtype}
+
+
+@functools.lru_cache(maxsize=None)
+def _transformers_at_least(version: str) -> bool:
+    import transformers
+    from packaging.version import Version
+
+    return Version(transformers.__version__) >= Version(version)
+
+
+@functools.lru_cache(maxsize=None)
+def logits_to_keep_name(model_class: type) -> str | None:
+    """The forward keyword that computes logits for the last positions only:
+    ``logits_to_keep`` (transformers >= 4.50), ``num_logits_to_keep`` (4.45-4.49), or None
+    (the caller slices the full logits)."""
+    params = inspect.signature(model_class.forward).parameters
+    return next((n for n in ("logits_to_keep", "num_logits_to_keep") if n in params), None)
+
+
 def load_tokenizer(name: str) -> Any:
     """The tokenizer, left-padded for generation, with a pad token (EOS when it has none)."""
     from transformers import AutoTokenizer
@@ -81,14 +115,38 @@ def load_tokenizer(name: str) -> Any:
     try:
         tokenizer = AutoTokenizer.from_pretrained(name)
     except (OSError, ValueError) as exc:
-        raise ConfigError(f"could not load a tokenizer from {name!r} (give a local folder with "
-                          f"the tokenizer files, or a hub id): {exc}") from exc
+        tokenizer = _fast_tokenizer_from_files(name)
+        if tokenizer is None:
+            raise ConfigError(f"could not load a tokenizer from {name!r} (give a local folder "
+                              f"with the tokenizer files, or a hub id): {exc}") from exc
     if tokenizer.pad_token is None:
         if tokenizer.eos_token is None:
             raise ConfigError(f"tokenizer of {name!r} has neither a pad nor an eos token")
         tokenizer.pad_token = tokenizer.eos_token
     tokenizer.padding_side = "left"
     return tokenizer
+
+
+def _fast_tokenizer_from_files(name: str) -> Any:
+    """A tokenizer saved by transformers 5 (``tokenizer_class: TokenizersBackend``) read by
+    transformers 4, which does not know that class: its ``tokenizer.json`` with the special
+    tokens and chat template of its config. None when the folder has no ``tokenizer.json``."""
+    import json
+    from pathlib import Path
+
+    from transformers import PreTrainedTokenizerFast
+
+    folder = Path(name)
+    if not (folder / "tokenizer.json").is_file():
+        return None
+    config_path = folder / "tokenizer_config.json"
+    config = json.loads(config_path.read_text()) if config_path.is_file() else {}
+    kwargs = {k: config[k] for k in ("bos_token", "eos_token", "pad_token", "unk_token",
+                                     "chat_template", "model_max_length") if k in config}
+    template = folder / "chat_template.jinja"
+    if template.is_file():
+        kwargs["chat_template"] = template.read_text()
+    return PreTrainedTokenizerFast(tokenizer_file=str(folder / "tokenizer.json"), **kwargs)
 
 
 def load_policy(cfg: TrainConfig, device: torch.device | None = None) -> Policy:
@@ -98,11 +156,18 @@ def load_policy(cfg: TrainConfig, device: torch.device | None = None) -> Policy:
 
     device = device or resolve_device(cfg.device)
     dtype = resolve_dtype(cfg.dtype, device)
+    mixed = cfg.mixed_precision and dtype in (torch.bfloat16, torch.float16)
     tokenizer = load_tokenizer(cfg.model)
     try:
-        model = AutoModelForCausalLM.from_pretrained(cfg.model, dtype=dtype)
+        model = AutoModelForCausalLM.from_pretrained(
+            cfg.model, **dtype_kwarg(torch.float32 if mixed else dtype))
     except (OSError, ValueError) as exc:
         raise ConfigError(f"could not load a causal LM from {cfg.model!r}: {exc}") from exc
+    if any(p.requires_grad for p in model.parameters()) is False:
+        raise ConfigError(f"{cfg.model!r} loaded with every weight frozen (a LoRA adapter "
+                          "folder loads as a frozen base + adapter): to continue a run use "
+                          "--resume on its output folder; to train further from an adapter, "
+                          "pass its merged model (final/) as --model")
     model.to(device)
     if model.generation_config.pad_token_id is None:
         model.generation_config.pad_token_id = tokenizer.pad_token_id
@@ -117,9 +182,10 @@ def load_policy(cfg: TrainConfig, device: torch.device | None = None) -> Policy:
     reference = None
     if cfg.lora:
         model = _add_lora(model, cfg)
-    elif cfg.kl_coef > 0:
-        reference = copy.deepcopy(model).eval().requires_grad_(False)
-    return Policy(model, tokenizer, device, reference, uses_lora=cfg.lora)
+    elif cfg.kl_coef > 0:  # frozen: stored in the compute dtype, no master copy needed
+        reference = copy.deepcopy(model).to(dtype).eval().requires_grad_(False)
+    return Policy(model, tokenizer, device, reference, uses_lora=cfg.lora,
+                  compute_dtype=dtype)
 
 
 def _disable_dropout(model: Any) -> None:
