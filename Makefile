@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 TORCH ?= torch==2.13.0
 EXTRAS ?= all
 
-.PHONY: setup demo test test-all bench clean
+.PHONY: setup demo test test-all test-floor bench clean
 
 setup: $(VENV)/.installed
 
@@ -23,6 +23,15 @@ demo: setup
 
 test: setup
 	$(PY) -m pytest
+
+# The trainer on the oldest transformers the train extra allows (pyproject: transformers>=4.45).
+FLOOR_VENV ?= .venv-floor
+test-floor:
+	$(PYTHON) -m venv $(FLOOR_VENV)
+	$(FLOOR_VENV)/bin/python -m pip install -q --upgrade pip setuptools wheel
+	$(FLOOR_VENV)/bin/python -m pip install -q "$(TORCH)" "transformers==4.45.2" "peft==0.13.2"
+	$(FLOOR_VENV)/bin/python -m pip install -q -e ".[train]" pytest pytest-timeout
+	$(FLOOR_VENV)/bin/python -m pytest -q tests/test_trainer_*.py
 
 test-all: setup
 	$(PY) -m pytest -m "not gpu"
