@@ -186,3 +186,81 @@ def _random_model(arch: str, vocab: int, hidden: int, layers: int, tokenizer, se
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     return model
+
+
+HEADS = ("sequence", "token")
+
+
+def make_tiny_reward_model(
+    out_dir: str | Path,
+    head: str = "sequence",
+    num_labels: int | None = None,
+    arch: str = "qwen2",
+    step_token: str | None = None,
+    pad_token: bool = True,
+    hidden_size: int = 32,
+    num_layers: int = 1,
+    texts: Iterable[str] | None = None,
+    seed: int = 0,
+) -> Path:
+    """Build and save a tiny random reward model with its own tokenizer; return its directory.
+
+    Args:
+        head: ``"sequence"`` (``AutoModelForSequenceClassification``, an outcome reward model)
+            or ``"token"`` (``AutoModelForTokenClassification``, a process reward model).
+        num_labels: outputs of the head (default 1 for ``sequence``, 2 for ``token``).
+        step_token: a special token added to the tokenizer (e.g. ``"<extra_0>"``, the step
+            mark of Qwen2.5-Math-PRM); the embedding grows to fit it.
+        pad_token: False saves a tokenizer without a pad token (and a config without
+            ``pad_token_id``), to test the load-time error.
+        hidden_size, num_layers, texts, arch, seed: as for :func:`make_tiny_causal_lm`.
+
+    The tokenizer has the ChatML template of :data:`CHAT_TEMPLATE`; loadable offline with
+    ``AutoModelFor{Sequence,Token}Classification.from_pretrained(out_dir)``.
+    """
+    if head not in HEADS:
+        raise ValueError(f"head must be one of {HEADS}, got {head!r}")
+    if arch not in ARCHITECTURES:
+        raise ValueError(f"arch must be one of {ARCHITECTURES}, got {arch!r}")
+    if hidden_size <= 0 or hidden_size % 16:
+        raise ValueError(f"hidden_size must be a positive multiple of 16, got {hidden_size}")
+    labels = num_labels if num_labels is not None else (1 if head == "sequence" else 2)
+    if labels < 1:
+        raise ValueError(f"num_labels must be at least 1, got {labels}")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    corpus = list(texts) if texts is not None else default_corpus()
+    tokenizer = _train_tokenizer(corpus, 512, arch)
+    if step_token:
+        tokenizer.add_tokens([step_token], special_tokens=True)
+    pad_id = tokenizer.pad_token_id
+    if not pad_token:
+        tokenizer.pad_token = None
+        pad_id = None
+    tokenizer.save_pretrained(out)
+    model = _random_classifier(arch, head, labels, len(tokenizer), hidden_size, num_layers,
+                               pad_id, tokenizer.eos_token_id, seed)
+    model.save_pretrained(out)
+    return out
+
+
+def _random_classifier(arch: str, head: str, labels: int, vocab: int, hidden: int, layers: int,
+                       pad_id: int | None, eos_id: int, seed: int):  # noqa: ANN202
+    import torch
+    from transformers import (LlamaConfig, LlamaForSequenceClassification,
+                              LlamaForTokenClassification, Qwen2Config,
+                              Qwen2ForSequenceClassification, Qwen2ForTokenClassification)
+
+    config_cls, classes = {
+        "qwen2": (Qwen2Config, (Qwen2ForSequenceClassification, Qwen2ForTokenClassification)),
+        "llama": (LlamaConfig, (LlamaForSequenceClassification, LlamaForTokenClassification)),
+    }[arch]
+    config = config_cls(
+        vocab_size=vocab, hidden_size=hidden, intermediate_size=hidden * 2,
+        num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
+        max_position_embeddings=512, num_labels=labels, pad_token_id=pad_id,
+        eos_token_id=eos_id, bos_token_id=eos_id,
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return classes[0 if head == "sequence" else 1](config)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 PLOTS = (
     ("reward", ("reward/mean", "eval/reward_mean", "eval/gold_mean")),
@@ -81,6 +81,13 @@ def read_metrics(path: str | Path) -> list[dict[str, Any]]:
 def plot_metrics(metrics_path: str | Path, out_dir: str | Path) -> list[Path]:
     """One PNG per panel of :data:`PLOTS` whose series were logged; returns the files written.
     Needs matplotlib; without it nothing is drawn."""
+    return plot_panels(metrics_path, out_dir, PLOTS)
+
+
+def plot_panels(metrics_path: str | Path, out_dir: str | Path,
+                panels: Sequence[tuple[str, Sequence[str]]]) -> list[Path]:
+    """One PNG per ``(name, metric keys)`` panel whose series were logged (other trainers, e.g.
+    reward-model training, draw their own panels); returns the files written."""
     try:
         import matplotlib
 
@@ -95,7 +102,7 @@ def plot_metrics(metrics_path: str | Path, out_dir: str | Path) -> list[Path]:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
-    for name, keys in PLOTS:
+    for name, keys in panels:
         series = {k: [(r["step"], r[k]) for r in rows if isinstance(r.get(k), (int, float))]
                   for k in keys}
         series = {k: v for k, v in series.items() if v}

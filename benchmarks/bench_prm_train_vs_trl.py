@@ -1,0 +1,105 @@
+"""rewardkit's `train prm` step vs the PRMTrainer step on identical work, in one run.
+
+TRL's PRMTrainer (TRL < 1.0; the installed TRL no longer ships it) is a ``transformers.Trainer``
+over rows it tokenises one way: prompt, then every step followed by ``step_separator``, the
+step's label on the separator's last token and -100 elsewhere, padded by
+``DataCollatorForTokenClassification``, cross-entropy over the two classes. The peer here is
+exactly that: ``transformers.Trainer`` + ``DataCollatorForTokenClassification`` on the token
+ids and labels rewardkit builds (identical tokens, labels, model, batch, learning rate; fp32 on
+CPU). Runs alternate (peer, rewardkit) / (rewardkit, peer); time per optimizer step is the
+median after ``--warmup`` steps.
+
+    python benchmarks/bench_prm_train_vs_trl.py [--pairs 3] [--steps 30] [--batch-size 16]
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "data" / "learned"
+
+
+def _config(workdir: str, steps: int, batch: int):  # noqa: ANN202
+    from rewardkit.models.train_config import RewardTrainConfig
+
+    return RewardTrainConfig(task="prm", model=str(DATA / "base"),
+                             data=str(DATA / "prm_train.jsonl"), eval_fraction=0.0,
+                             output_dir=workdir, steps=steps, batch_size=batch,
+                             learning_rate=1e-4, lr_schedule="constant", progress=False,
+                             tensorboard=False, plots=False, device="cpu", eval_every=0)
+
+
+def run_rewardkit(steps: int, batch: int, warmup: int, workdir: str) -> float:
+    from rewardkit.models.train import RewardTrainer
+
+    trainer = RewardTrainer(_config(workdir, steps, batch))
+    times = []
+    for _ in range(steps):
+        start = time.perf_counter()
+        trainer.step()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times[warmup:])
+
+
+def run_peer(steps: int, batch: int, warmup: int, workdir: str) -> float:
+    import torch
+    from datasets import Dataset
+    from transformers import (AutoModelForTokenClassification, DataCollatorForTokenClassification,
+                              Trainer, TrainerCallback, TrainingArguments)
+
+    from rewardkit.models.train import RewardTrainer
+
+    rows = RewardTrainer(_config(workdir, 1, batch)).train_examples  # the same token ids
+    data = Dataset.from_list([{"input_ids": e.ids, "labels": e.labels} for e in rows])
+    tok = __import__("transformers").AutoTokenizer.from_pretrained(DATA / "base")
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        model = AutoModelForTokenClassification.from_pretrained(DATA / "base", num_labels=2)
+    times: list[float] = []
+
+    class Clock(TrainerCallback):
+        def on_step_begin(self, *a, **k):  # noqa: ANN002, ANN003
+            self.start = time.perf_counter()
+
+        def on_step_end(self, *a, **k):  # noqa: ANN002, ANN003
+            times.append(time.perf_counter() - self.start)
+
+    args = TrainingArguments(output_dir=workdir, per_device_train_batch_size=batch,
+                             max_steps=steps, learning_rate=1e-4, lr_scheduler_type="constant",
+                             logging_steps=10**6, save_strategy="no", report_to=[], use_cpu=True,
+                             dataloader_num_workers=0, disable_tqdm=True)
+    Trainer(model=model, args=args, train_dataset=data, callbacks=[Clock()],
+            data_collator=DataCollatorForTokenClassification(tok)).train()
+    return statistics.median(times[warmup:])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pairs", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--batch-size", type=int, default=16)
+    args = parser.parse_args()
+    ours, theirs = [], []
+    for i in range(args.pairs):
+        order = ("peer", "rewardkit") if i % 2 == 0 else ("rewardkit", "peer")
+        for who in order:
+            with tempfile.TemporaryDirectory() as workdir:
+                run = run_peer if who == "peer" else run_rewardkit
+                t = run(args.steps, args.batch_size, args.warmup, workdir)
+            (theirs if who == "peer" else ours).append(t)
+        print(f"pair {i + 1} ({' then '.join(order)}): PRMTrainer-equivalent "
+              f"{theirs[-1] * 1000:.1f} ms/step, rewardkit {ours[-1] * 1000:.1f} ms/step, "
+              f"ratio {ours[-1] / theirs[-1]:.2f}", flush=True)
+    t, o = statistics.median(theirs), statistics.median(ours)
+    print(f"\nPRM training step, batch {args.batch_size} solutions, median of {args.pairs} runs: "
+          f"peer {t * 1000:.1f} ms, rewardkit {o * 1000:.1f} ms, ratio {o / t:.2f}x "
+          "(target <= 1.0)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,100 @@
+"""rewardkit's `train rm` step vs TRL's RewardTrainer step on identical work, in one run.
+
+Same model (the arithmetic base, data/learned/base, with a fresh one-output head seeded the
+same), the same preference pairs (data/learned/rm_train.jsonl, plain strings: both build
+``prompt + completion + EOS``), batch size, learning rate, fp32 on CPU. Each pair of runs is
+(TRL, rewardkit) or (rewardkit, TRL), alternating; each run trains ``--steps`` steps and the
+time per optimizer step is the median after ``--warmup`` steps. Prints every pair, and the
+ratio of the medians.
+
+    python benchmarks/bench_rm_train_vs_trl.py [--pairs 3] [--steps 30] [--batch-size 16]
+
+Needs the ``trl`` extra. Timings on a shared machine are noisy: compare ratios from one run.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "data" / "learned"
+
+
+def run_rewardkit(steps: int, batch: int, warmup: int, workdir: str) -> float:
+    from rewardkit.models.train import RewardTrainer
+    from rewardkit.models.train_config import RewardTrainConfig
+
+    cfg = RewardTrainConfig(task="rm", model=str(DATA / "base"), data=str(DATA / "rm_train.jsonl"),
+                            eval_fraction=0.0, output_dir=workdir, steps=steps, batch_size=batch,
+                            learning_rate=1e-4, lr_schedule="constant", progress=False,
+                            tensorboard=False, plots=False, device="cpu", eval_every=0)
+    trainer = RewardTrainer(cfg)
+    times = []
+    for _ in range(steps):
+        start = time.perf_counter()
+        trainer.step()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times[warmup:])
+
+
+def run_trl(steps: int, batch: int, warmup: int, workdir: str) -> float:
+    import torch
+    from datasets import load_dataset
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer, TrainerCallback
+    from trl import RewardConfig, RewardTrainer
+
+    tok = AutoTokenizer.from_pretrained(DATA / "base")
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        model = AutoModelForSequenceClassification.from_pretrained(DATA / "base", num_labels=1)
+    model.config.pad_token_id = tok.pad_token_id
+    data = load_dataset("json", data_files=str(DATA / "rm_train.jsonl"), split="train")
+    data = data.remove_columns(["subset"])
+    times: list[float] = []
+
+    class Clock(TrainerCallback):
+        def on_step_begin(self, *a, **k):  # noqa: ANN002, ANN003
+            self.start = time.perf_counter()
+
+        def on_step_end(self, *a, **k):  # noqa: ANN002, ANN003
+            times.append(time.perf_counter() - self.start)
+
+    args = RewardConfig(output_dir=workdir, per_device_train_batch_size=batch, max_steps=steps,
+                        learning_rate=1e-4, lr_scheduler_type="constant", logging_steps=10**6,
+                        save_strategy="no", report_to=[], use_cpu=True, bf16=False,
+                        dataloader_num_workers=0, max_length=1024, disable_tqdm=True,
+                        center_rewards_coefficient=None)
+    trainer = RewardTrainer(model=model, args=args, train_dataset=data, processing_class=tok,
+                            callbacks=[Clock()])
+    trainer.train()
+    return statistics.median(times[warmup:])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pairs", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--batch-size", type=int, default=16)
+    args = parser.parse_args()
+    ours, theirs = [], []
+    for i in range(args.pairs):
+        order = ("trl", "rewardkit") if i % 2 == 0 else ("rewardkit", "trl")
+        for who in order:
+            with tempfile.TemporaryDirectory() as workdir:
+                run = run_trl if who == "trl" else run_rewardkit
+                t = run(args.steps, args.batch_size, args.warmup, workdir)
+            (theirs if who == "trl" else ours).append(t)
+        print(f"pair {i + 1} ({' then '.join(order)}): TRL RewardTrainer "
+              f"{theirs[-1] * 1000:.1f} ms/step, rewardkit {ours[-1] * 1000:.1f} ms/step, "
+              f"ratio {ours[-1] / theirs[-1]:.2f}", flush=True)
+    t, o = statistics.median(theirs), statistics.median(ours)
+    print(f"\nRM training step, batch {args.batch_size} pairs, median of {args.pairs} runs: "
+          f"TRL {t * 1000:.1f} ms, rewardkit {o * 1000:.1f} ms, ratio {o / t:.2f}x (target <= 1.0)")
+
+
+if __name__ == "__main__":
+    main()

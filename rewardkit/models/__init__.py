@@ -1,0 +1,19 @@
+"""Learned rewards: outcome reward models (``reward_model``) and process reward models
+(``process_reward``) — scoring, training (``rewardkit train rm|prm``) and evaluation
+(``rewardkit eval rm|prm``).
+
+Modules:
+    loading        from_pretrained with load-time checks (head, pad token), device and dtype
+    encoding       prompt + completion → token ids (chat template or plain format), truncation
+                   that keeps the end of the completion, token-budget batching
+    reward_model   the ``reward_model`` Scorer (sequence classifier, one output)
+    process_reward the ``process_reward`` Scorer (token classifier read at step marks)
+    data           preference and stepwise data sets (TRL, ProcessBench formats)
+    train_config   the typed options of ``train rm|prm``
+    train          Bradley–Terry and per-step training on the policy trainer's machinery
+    cli            ``train rm|prm`` and ``eval rm|prm``
+    evaluation     RewardBench-style pairwise accuracy, ProcessBench-style first-error F1
+    arithmetic     checkable preference pairs and stepwise solutions from the arithmetic task
+
+Importing this package is cheap; torch and transformers load when a model does.
+"""

@@ -1,0 +1,157 @@
+"""``rewardkit train rm|prm`` and ``rewardkit eval rm|prm``. Importing this module is cheap:
+torch and transformers load when a command runs."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from ..cli import parse_key_value
+from ..compose import ConfigError
+
+# flag dest -> RewardTrainConfig field
+_OVERRIDES = {
+    "model": "model", "data": "data", "eval_data": "eval_data", "output": "output_dir",
+    "steps": "steps", "batch_size": "batch_size", "micro_batch_size": "micro_batch_size",
+    "learning_rate": "learning_rate", "max_length": "max_length", "eval_every": "eval_every",
+    "save_every": "save_every", "seed": "seed", "device": "device",
+}
+
+
+def _add_train(sub: Any, task: str, summary: str) -> None:
+    p = sub.add_parser(task, help=summary, description=summary + " Every option can be set in "
+                       "--config (its train: section) or with --set KEY=VALUE; see "
+                       "docs/learned.md.")
+    p.add_argument("--config", "-c", help="YAML/TOML/JSON file with a train: section")
+    p.add_argument("--model", "-m", help="base model or classifier: local folder or hub id")
+    p.add_argument("--data", "-d", help="training rows: " + (
+        "TRL preference format (prompt, chosen, rejected)" if task == "rm" else
+        "TRL stepwise format (prompt, completions, labels)"))
+    p.add_argument("--eval-data", help="held-out rows (default: hold out eval_fraction of --data)")
+    p.add_argument("--output", "-o", help="output folder (checkpoints, metrics, plots, final/)")
+    p.add_argument("--resume", help="continue from a checkpoint folder or a run's output folder")
+    p.add_argument("--steps", type=int, help="optimizer steps")
+    p.add_argument("--batch-size", type=int, help="pairs/solutions per optimizer step")
+    p.add_argument("--micro-batch-size", type=int, help="per forward pass (accumulation)")
+    p.add_argument("--learning-rate", "--lr", type=float)
+    p.add_argument("--max-length", type=int, help="tokens per sequence")
+    p.add_argument("--lora", action="store_true", default=None, help="train a LoRA adapter")
+    p.add_argument("--eval-every", type=int)
+    p.add_argument("--save-every", type=int)
+    p.add_argument("--seed", type=int)
+    p.add_argument("--device", help="auto, cpu, cuda, cuda:1")
+    p.add_argument("--set", action="append", default=[], type=parse_key_value,
+                   metavar="KEY=VALUE", help="any train option (repeatable)")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+    p.set_defaults(func=run_train, task=task)
+
+
+def add_model_train_parsers(algos: Any) -> None:
+    """Add ``rm`` and ``prm`` to ``rewardkit train``."""
+    _add_train(algos, "rm", "Train an outcome reward model (Bradley–Terry) on preference pairs.")
+    _add_train(algos, "prm", "Train a process reward model on stepwise labels.")
+
+
+def config_from_args(args: argparse.Namespace) -> Any:
+    from .train_config import RewardTrainConfig
+
+    values: dict[str, Any] = {f: getattr(args, d, None) for d, f in _OVERRIDES.items()}
+    values["task"] = args.task
+    values["lora"] = args.lora
+    if args.quiet:
+        values["progress"] = False
+    values.update(dict(args.set))
+    if args.config:
+        return RewardTrainConfig.from_file(args.config, **values)
+    if args.resume and not args.model:  # the checkpoint's own options
+        from ..trainer.checkpoint import find_checkpoint, load_state
+
+        saved = load_state(find_checkpoint(args.resume)).get("config") or {}
+        return RewardTrainConfig.from_dict({**saved, **{k: v for k, v in values.items()
+                                                        if v is not None}})
+    return RewardTrainConfig.from_dict({k: v for k, v in values.items() if v is not None})
+
+
+def run_train(args: argparse.Namespace) -> int:
+    try:
+        cfg = config_from_args(args)
+        from .train import RewardTrainer
+
+        trainer = RewardTrainer(cfg, resume=args.resume)
+    except ConfigError as exc:
+        print(f"rewardkit train {args.task}: {exc}", file=sys.stderr)
+        return 2
+    try:
+        final = trainer.train()
+    except KeyboardInterrupt:
+        where = trainer.interrupt_checkpoint
+        print(f"\ninterrupted after step {trainer.step_count}; " + (
+            f"checkpoint saved in {where}. Continue with --resume {cfg.output_dir}" if where else
+            "no checkpoint of that step (interrupted mid-update)"), file=sys.stderr)
+        return 130
+    print(" ".join(f"{k}={v:.4g}" for k, v in sorted(final.items())
+                   if isinstance(v, (int, float))))
+    print(f"final model: {cfg.output_dir}/final")
+    return 0
+
+
+def add_eval_parser(sub: Any) -> argparse.ArgumentParser:
+    """Add ``rewardkit eval rm|prm``."""
+    p = sub.add_parser("eval", help="evaluate a reward model (RewardBench / ProcessBench style)",
+                       description="Evaluate a learned reward and write a JSON report.")
+    kinds = p.add_subparsers(dest="kind", required=True, metavar="KIND")
+    for kind, summary, data_help in (
+            ("rm", "pairwise accuracy per subset and overall, bootstrap 95% CI, AUROC, ECE",
+             "preference rows (prompt, chosen, rejected, optional subset)"),
+            ("prm", "ProcessBench: first-wrong-step accuracy on erroneous and correct "
+                    "solutions, and F1", "stepwise rows (TRL prompt/completions/labels, or "
+                                         "ProcessBench problem/steps/label)")):
+        q = kinds.add_parser(kind, help=summary, description=summary)
+        q.add_argument("--model", "-m", required=True, help="model folder or hub id")
+        q.add_argument("--data", "-d", required=True, help=data_help)
+        q.add_argument("--output", "-o", help="JSON report path (default: print only)")
+        q.add_argument("--option", "-O", action="append", default=[], type=parse_key_value,
+                       metavar="KEY=VALUE", help="scorer option, e.g. -O batch_tokens=8192")
+        q.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+        if kind == "prm":
+            q.add_argument("--threshold", type=float, default=0.5,
+                           help="a step scoring below it is predicted wrong")
+        q.set_defaults(func=run_eval)
+    return p
+
+
+def run_eval(args: argparse.Namespace) -> int:
+    from .. import registry
+    from .data import read_pairs, read_solutions
+    from .evaluation import evaluate_process_reward, evaluate_reward_model
+
+    try:
+        if args.kind == "rm":
+            rows = read_pairs(args.data)
+            scorer = registry.load("reward_model", model=args.model, **dict(args.option))
+            report = evaluate_reward_model(scorer, rows, args.seed)
+        else:
+            rows = read_solutions(args.data)
+            scorer = registry.load("process_reward", model=args.model, **dict(args.option))
+            report = evaluate_process_reward(scorer, rows, args.threshold)
+    except (ConfigError, TypeError) as exc:
+        print(f"rewardkit eval {args.kind}: {exc}", file=sys.stderr)
+        return 2
+    report = {"model": args.model, "data": args.data, "n": len(rows), **report}
+    text = json.dumps(report, indent=1)
+    if args.output:
+        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.output).write_text(text)
+    overall = report["overall"]
+    if args.kind == "rm":
+        low, high = overall["ci95"]
+        print(f"pairwise accuracy {overall['accuracy']:.3f} (95% CI {low:.3f}-{high:.3f}), "
+              f"n={overall['n']}")
+        for name, block in report["subsets"].items():
+            print(f"  {name}: {block['accuracy']:.3f} (n={block['n']})")
+    else:
+        print(f"ProcessBench F1 {overall['f1']:.3f} (erroneous {overall['error_accuracy']:.3f}, "
+              f"correct {overall['correct_accuracy']:.3f})")
+    return 0

@@ -1,0 +1,154 @@
+"""Prompt + completion → token ids, as reward models read them.
+
+* **Chat template** (when the tokenizer has one): a string prompt becomes one user message and a
+  string completion one assistant message; chat messages are used as they are. The rendered
+  conversation is tokenised without adding special tokens again (the template has them).
+* **Plain format** (no chat template): ``plain_format.format(prompt=..., completion=...)``,
+  default ``"{prompt}{completion}"``, followed by the EOS token — the text TRL's RewardTrainer
+  trains on for non-conversational data (it appends EOS), so models trained there score the same.
+
+Truncation keeps the end of the completion, where a reward model reads its score: when prompt +
+completion pass ``max_length`` tokens, the prompt keeps at most half the budget (its first
+tokens) and the completion keeps the rest (its last tokens). What was cut is reported.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterator, Sequence
+
+from ..types import Text
+
+PLAIN_FORMAT = "{prompt}{completion}"
+
+
+@dataclass
+class Encoded:
+    """Token ids of one prompt + completion, and what truncation removed."""
+
+    ids: list[int]
+    prompt_tokens: int
+    dropped_prompt: int = 0
+    dropped_completion: int = 0
+
+    @property
+    def truncated(self) -> bool:
+        return bool(self.dropped_prompt or self.dropped_completion)
+
+    def info(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"tokens": len(self.ids)}
+        if self.truncated:
+            out["truncated"] = {"prompt_tokens_dropped": self.dropped_prompt,
+                                "completion_tokens_dropped": self.dropped_completion,
+                                "kept": "start of the prompt, end of the completion"}
+        return out
+
+
+def as_messages(value: Text, role: str) -> list[dict[str, Any]]:
+    if isinstance(value, str):
+        return [{"role": role, "content": value}]
+    return [dict(m) for m in value]
+
+
+def as_text(value: Text) -> str:
+    """A plain-format string: the text itself, or the messages' contents joined by newlines."""
+    from ..types import message_text
+
+    if isinstance(value, str):
+        return value
+    return "\n".join(message_text(m.get("content")) for m in value)
+
+
+def render(tokenizer: Any, prompt: Text, completion: Text, use_chat_template: bool = True,
+           plain_format: str = PLAIN_FORMAT, add_eos: bool = True) -> tuple[str, str]:
+    """The model's input text split in two: ``(prefix, full)``, where ``prefix`` is the part
+    before the completion's content (prompt and, with a template, the assistant header)."""
+    if use_chat_template and getattr(tokenizer, "chat_template", None):
+        prompt_messages = as_messages(prompt, "user")
+        messages = prompt_messages + as_messages(completion, "assistant")
+        full = tokenizer.apply_chat_template(messages, tokenize=False)
+        prefix = tokenizer.apply_chat_template(prompt_messages, tokenize=False,
+                                               add_generation_prompt=True)
+        if not full.startswith(prefix):
+            prefix = tokenizer.apply_chat_template(prompt_messages, tokenize=False)
+            if not full.startswith(prefix):
+                prefix = ""
+        return prefix, full
+    p, c = as_text(prompt), as_text(completion)
+    full = plain_format.format(prompt=p, completion=c)
+    prefix = plain_format.split("{completion}")[0].format(prompt=p)
+    eos = getattr(tokenizer, "eos_token", None)
+    if add_eos and eos and not full.endswith(eos):
+        full += eos
+    return prefix, full
+
+
+def encode_text(tokenizer: Any, prefix: str, full: str, max_length: int | None,
+                plain: bool) -> Encoded:
+    """Tokenise ``full`` (with the tokenizer's BOS in plain format) and cut it to
+    ``max_length`` keeping the end of the completion. The prompt/completion boundary is the
+    longest common prefix of the token ids of ``prefix`` and ``full``."""
+    special = plain
+    ids = list(tokenizer(full, add_special_tokens=special).input_ids)
+    head = list(tokenizer(prefix, add_special_tokens=special).input_ids) if prefix else []
+    n_prompt = 0
+    for a, b in zip(head, ids):
+        if a != b:
+            break
+        n_prompt += 1
+    return truncate(ids, n_prompt, max_length)
+
+
+def truncate(ids: list[int], n_prompt: int, max_length: int | None) -> Encoded:
+    """Keep at most ``max_length`` ids: the prompt's first ids (up to half the budget, or all
+    of it when the completion is shorter) and the completion's last ids."""
+    if max_length is None or len(ids) <= max_length:
+        return Encoded(ids, n_prompt)
+    prompt, completion = ids[:n_prompt], ids[n_prompt:]
+    keep_c = min(len(completion), max_length - min(len(prompt), max_length // 2))
+    keep_p = max_length - keep_c
+    kept = prompt[:keep_p] + (completion[len(completion) - keep_c:] if keep_c else [])
+    return Encoded(kept, min(keep_p, len(prompt)), len(prompt) - min(keep_p, len(prompt)),
+                   len(completion) - keep_c)
+
+
+def token_budget_batches(lengths: Sequence[int], batch_tokens: int,
+                         max_batch_size: int | None = None) -> Iterator[list[int]]:
+    """Indices grouped into batches whose padded size (longest × count) stays within
+    ``batch_tokens``, longest first. Sorting by length keeps padding small: a batch of
+    varied lengths padded to its longest wastes compute on pad tokens (the same idea as the
+    length-grouped sampling of HF Trainer and vLLM's token budget). A sequence longer than the
+    budget forms a batch of its own."""
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    batch: list[int] = []
+    longest = 0
+    for i in order:
+        n = max(1, lengths[i])
+        width = max(longest, n)
+        full = max_batch_size is not None and len(batch) >= max_batch_size
+        if batch and (width * (len(batch) + 1) > batch_tokens or full):
+            yield batch
+            batch, width = [], n
+        batch.append(i)
+        longest = width
+    if batch:
+        yield batch
+
+
+def pad(rows: Sequence[Sequence[int]], pad_id: int, device: Any,
+        labels: Sequence[Sequence[int]] | None = None) -> dict[str, Any]:
+    """Right-padded ``input_ids`` and ``attention_mask`` (and ``labels`` padded with -100)."""
+    import torch
+
+    width = max(len(r) for r in rows)
+    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for i, r in enumerate(rows):
+        ids[i, :len(r)] = torch.tensor(r, dtype=torch.long)
+        mask[i, :len(r)] = 1
+    out = {"input_ids": ids.to(device), "attention_mask": mask.to(device)}
+    if labels is not None:
+        lab = torch.full((len(rows), width), -100, dtype=torch.long)
+        for i, r in enumerate(labels):
+            lab[i, :len(r)] = torch.tensor(r, dtype=torch.long)
+        out["labels"] = lab.to(device)
+    return out

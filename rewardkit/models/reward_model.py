@@ -1,0 +1,177 @@
+"""``reward_model``: a learned outcome reward model as a Scorer.
+
+Any Hugging Face ``AutoModelForSequenceClassification`` with one output (Skywork-Reward,
+single-head ArmoRM-style models, models trained by ``rewardkit train rm``) scores prompt +
+completion; ``value`` is its logit, ``sigmoid(logit)``, or ``logit - center``.
+
+The forward pass goes through :meth:`RewardModelScorer.forward_logits`, which returns every
+output of the head (``[batch, outputs]``): a model with K heads on one trunk can be read in one
+pass the same way.
+"""
+from __future__ import annotations
+
+import math
+import time
+from typing import Any, Sequence
+
+from ..scorer import Scorer
+from ..types import Sample, Score
+from . import encoding
+from .loading import (ModelLoadError, load_classifier, load_config, load_tokenizer, read_sidecar,
+                      resolve_device_dtype)
+
+OUTPUTS = ("logit", "sigmoid", "centered")
+
+
+class RewardModelScorer(Scorer):
+    """Score completions with a sequence-classification reward model.
+
+    Args:
+        model: local folder or hub id, loaded with ``from_pretrained``.
+        tokenizer: where the tokenizer is, when not beside the model.
+        max_length: token budget per sample (default: the tokenizer's ``model_max_length``,
+            capped at 4096). Longer inputs keep the end of the completion; ``info`` says so.
+        batch_tokens: padded tokens per forward pass; samples are sorted by length and grouped
+            under this budget, instead of a fixed batch size.
+        max_batch_size: optional cap on samples per forward pass.
+        device: ``auto`` (CUDA if present), ``cpu``, ``cuda``, ``cuda:1``.
+        dtype: ``auto`` (bf16 on CUDA, fp32 on CPU), ``float32``, ``bfloat16``, ``float16``.
+        output: ``logit`` (raw score), ``sigmoid`` (σ(logit), a probability-like value in
+            (0, 1); under Bradley–Terry σ(r₁ − r₂) is the preference probability), or
+            ``centered`` (logit − center).
+        center: the value subtracted with ``output="centered"``.
+        center_data: samples (a list, or a JSONL/JSON/CSV/Parquet path with ``prompt`` and
+            ``completion`` columns) whose mean logit becomes ``center``.
+        chat_template: use the tokenizer's chat template when it has one (default True).
+        plain_format: the text without a chat template (default ``"{prompt}{completion}"``,
+            then EOS).
+        pad_token: pad token to use when the tokenizer has none.
+        trust_remote_code: allow models that ship their own code.
+        error_value: value of a sample that cannot be scored.
+    """
+
+    name = "reward_model"
+
+    def __init__(self, model: str, tokenizer: str | None = None, max_length: int | None = None,
+                 batch_tokens: int = 16384, max_batch_size: int | None = None,
+                 device: str = "auto", dtype: str = "auto", output: str = "logit",
+                 center: float | None = None, center_data: Any = None,
+                 chat_template: bool = True, plain_format: str | None = None,
+                 pad_token: str | None = None, trust_remote_code: bool = False,
+                 error_value: float = 0.0, name: str | None = None) -> None:
+        if output not in OUTPUTS:
+            raise ModelLoadError(f"output must be one of {', '.join(OUTPUTS)}, got {output!r}")
+        if output == "centered" and center is None and center_data is None:
+            raise ModelLoadError("output='centered' needs center=VALUE or center_data=SAMPLES "
+                                 "(a reference set whose mean logit is subtracted)")
+        if batch_tokens < 1 or (max_length is not None and max_length < 2):
+            raise ModelLoadError("batch_tokens must be >= 1 and max_length >= 2")
+        if not isinstance(model, str) or not model:
+            raise ModelLoadError("model must be a local folder or a hub id (model=PATH_OR_ID)")
+        self.name = name or self.name
+        self.error_value = error_value
+        self.model_name = model
+        sidecar = read_sidecar(model)
+        self.device, self.dtype = resolve_device_dtype(device, dtype)
+        config = load_config(model, trust_remote_code)
+        self.tokenizer = load_tokenizer(model, tokenizer, pad_token, trust_remote_code)
+        self.model = load_classifier(model, "sequence", self.device, self.dtype,
+                                     trust_remote_code, config)
+        outputs = int(getattr(self.model.config, "num_labels", 1))
+        if outputs != 1:
+            raise ModelLoadError(
+                f"{model!r} has a classification head with {outputs} outputs; `reward_model` "
+                "reads a head with one output (a reward). Multi-objective heads are not read "
+                "as one reward.")
+        if self.model.config.pad_token_id is None:
+            self.model.config.pad_token_id = self.tokenizer.pad_token_id
+        self.max_length = max_length or min(int(self.tokenizer.model_max_length or 4096), 4096)
+        self.batch_tokens = batch_tokens
+        self.max_batch_size = max_batch_size
+        self.output = output
+        self.use_chat_template = chat_template
+        self.plain_format = plain_format or sidecar.get("plain_format", encoding.PLAIN_FORMAT)
+        self.center = center
+        if output == "centered" and center is None:
+            self.center = self.mean_logit(_reference_samples(center_data))
+
+    # -- encoding and the forward pass ------------------------------------------------------------
+    def encode(self, sample: Sample) -> encoding.Encoded:
+        plain = not (self.use_chat_template and getattr(self.tokenizer, "chat_template", None))
+        prefix, full = encoding.render(self.tokenizer, sample.prompt, sample.completion,
+                                       self.use_chat_template, self.plain_format)
+        return encoding.encode_text(self.tokenizer, prefix, full, self.max_length, plain)
+
+    def forward_logits(self, rows: Sequence[Sequence[int]]) -> Any:
+        """The head's outputs ``[len(rows), outputs]`` (float32, on CPU) for token id rows."""
+        import torch
+
+        batch = encoding.pad(rows, self.tokenizer.pad_token_id, self.device)
+        with torch.inference_mode():
+            logits = self.model(**batch, use_cache=False).logits
+        return logits.float().cpu()
+
+    def logits(self, encoded: Sequence[encoding.Encoded]) -> list[float]:
+        """One logit per encoded sample, computed in token-budget batches (longest first)."""
+        out: list[float] = [math.nan] * len(encoded)
+        lengths = [len(e.ids) for e in encoded]
+        for idx in encoding.token_budget_batches(lengths, self.batch_tokens,
+                                                 self.max_batch_size):
+            values = self.forward_logits([encoded[i].ids for i in idx])[:, 0].tolist()
+            for i, v in zip(idx, values):
+                out[i] = v
+        return out
+
+    def mean_logit(self, samples: Sequence[Sample]) -> float:
+        if not samples:
+            raise ModelLoadError("center_data is empty; give reference samples")
+        values = self.logits([self.encode(s) for s in samples])
+        return float(sum(values) / len(values))
+
+    # -- Scorer -----------------------------------------------------------------------------------
+    def score_batch(self, samples: list[Sample]) -> list[Score]:
+        start = time.perf_counter()
+        scores: list[Score | None] = [None] * len(samples)
+        encoded: list[encoding.Encoded] = []
+        where: list[int] = []
+        for i, s in enumerate(samples):
+            try:
+                e = self.encode(s)
+                if not e.ids:
+                    raise ValueError("the sample encodes to no tokens")
+            except Exception as exc:  # noqa: BLE001 - a bad sample gets its own error Score
+                scores[i] = Score.from_error(exc, self.error_value, kind="encode")
+                continue
+            encoded.append(e)
+            where.append(i)
+        logits = self.logits(encoded) if encoded else []
+        elapsed = (time.perf_counter() - start) / max(1, len(samples))
+        for i, e, logit in zip(where, encoded, logits):
+            if not math.isfinite(logit):
+                scores[i] = Score.from_error(f"the model returned {logit}", self.error_value,
+                                             kind="nan")
+                continue
+            info = {"logit": logit, **e.info(), "seconds": elapsed}
+            scores[i] = Score(self.transform(logit), info=info)
+        return [s for s in scores if s is not None]
+
+    def transform(self, logit: float) -> float:
+        if self.output == "sigmoid":
+            return 1.0 / (1.0 + math.exp(-logit)) if logit >= 0 else \
+                math.exp(logit) / (1.0 + math.exp(logit))
+        if self.output == "centered":
+            return logit - float(self.center)  # type: ignore[arg-type]
+        return logit
+
+    def close(self) -> None:
+        self.model = None
+
+
+def _reference_samples(data: Any) -> list[Sample]:
+    """Samples from a list (Samples or dicts) or a file with prompt/completion columns."""
+    if isinstance(data, (list, tuple)):
+        return [Sample.coerce(d) for d in data]
+    from ..dataio import Source, detect_format, read_rows
+
+    rows = read_rows(Source(str(data), detect_format(str(data))))
+    return [Sample(r.get("prompt", ""), r["completion"]) for r in rows]

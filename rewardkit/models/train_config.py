@@ -1,0 +1,192 @@
+"""Options of ``rewardkit train rm|prm``, one dataclass validated like the policy trainer's
+(typed fields, numbers written as strings converted, ranges checked, unknown keys named)."""
+from __future__ import annotations
+
+import dataclasses
+import typing
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from ..compose import ConfigError, read_config_file
+from ..trainer.config import SCHEDULES, _choice, _conform, _describe_type
+
+TASKS = ("rm", "prm")
+PRM_LAYOUTS = ("separator", "step_token")
+
+
+@dataclass
+class RewardTrainConfig:
+    """Options of reward-model training; each field cites the method it comes from."""
+
+    task: str = "rm"
+    """``rm``: outcome reward model from preference pairs, Bradley–Terry loss (Bradley & Terry
+    1952; Ouyang et al. 2022). ``prm``: process reward model from stepwise labels, per-step
+    cross-entropy (Lightman et al. 2023; TRL's PRMTrainer)."""
+    model: str = ""
+    """Base model (local folder or hub id); a fresh classification head is added unless it
+    already has one of the right size."""
+    data: str = ""
+    """``rm``: TRL preference rows (``prompt``, ``chosen``, ``rejected``; strings or chat
+    messages; implicit prompt allowed; optional ``margin``). ``prm``: TRL stepwise rows
+    (``prompt``, ``completions``: list of steps, ``labels``: list of bools)."""
+    eval_data: str | None = None
+    """Held-out rows in the same format; None holds out ``eval_fraction`` of ``data``."""
+    eval_fraction: float = 0.05
+    """Share of ``data`` held out for evaluation when ``eval_data`` is not given (0: none)."""
+    output_dir: str = "runs/rm"
+    """Checkpoints, metrics.jsonl, plots and ``final/`` (loadable by ``reward_model`` /
+    ``process_reward`` and ``from_pretrained``)."""
+
+    steps: int = 200
+    """Optimizer steps."""
+    batch_size: int = 16
+    """Pairs (rm) or solutions (prm) per optimizer step."""
+    micro_batch_size: int | None = None
+    """Pairs/solutions per forward pass (gradient accumulation); None = the whole batch."""
+    max_length: int = 1024
+    """Tokens per sequence; longer ones keep the end of the completion (rm) or their start
+    (prm, TRL's rule)."""
+
+    learning_rate: float = 1e-5
+    """AdamW learning rate (Loshchilov & Hutter 2019)."""
+    weight_decay: float = 0.0
+    """AdamW weight decay."""
+    max_grad_norm: float | None = 1.0
+    """Clip the global gradient norm; None disables clipping."""
+    warmup_steps: int = 0
+    """Linear learning-rate warmup steps."""
+    lr_schedule: str = "linear"
+    """After warmup: ``constant``, ``linear`` decay to 0, or ``cosine``."""
+
+    center_rewards_coefficient: float | None = None
+    """rm: weight of ``mean((r_chosen + r_rejected)²)``, which pulls rewards towards mean zero
+    (Eisenstein et al. 2023, "Helping or Herding?"; TRL's name). None disables it."""
+    margin_field: str = "margin"
+    """rm: column with a per-pair margin m in ``−log σ(r_c − r_r − m)`` (Llama 2, Touvron et
+    al. 2023); rows without it use 0."""
+    chat_template: bool = True
+    """Format through the tokenizer's chat template when it has one (as ``reward_model``
+    scores)."""
+    plain_format: str = "{prompt}{completion}"
+    """rm: the text without a chat template (then EOS), as TRL's RewardTrainer builds it."""
+
+    layout: str = "separator"
+    """prm: ``separator`` (TRL PRMTrainer: a label on the last token of ``step_separator``
+    after each step) or ``step_token`` (Qwen2.5-Math-PRM: a label at ``step_token``)."""
+    step_separator: str = "\n"
+    """prm, ``separator`` layout: text appended after each step (TRL's default ``"\\n"``)."""
+    step_token: str = "<extra_0>"
+    """prm, ``step_token`` layout: the token after each step; added to the tokenizer (and the
+    embedding resized) when missing."""
+    train_on_last_step_only: bool = False
+    """prm: only the last step's label trains (TRL's option of the same name)."""
+    threshold: float = 0.5
+    """prm evaluation: a step scoring below it is predicted wrong (ProcessBench)."""
+
+    lora: bool = False
+    """Train a LoRA adapter (Hu et al. 2022) plus the new head, instead of every weight."""
+    lora_r: int = 16
+    """LoRA rank."""
+    lora_alpha: int = 32
+    """LoRA scaling α."""
+    lora_dropout: float = 0.0
+    """LoRA dropout."""
+    lora_target_modules: list[str] | str = "all-linear"
+    """Modules that get adapters (peft's ``target_modules``)."""
+    device: str = "auto"
+    """``auto`` (CUDA if available), ``cpu``, ``cuda``, ``cuda:1``."""
+    dtype: str = "auto"
+    """``auto`` (bf16 on CUDA, fp32 on CPU), ``float32``, ``bfloat16``, ``float16``."""
+    seed: int = 0
+    """Seeds the head's initialisation, the data order and the held-out split."""
+
+    eval_every: int = 50
+    """Evaluate on the held-out rows every N steps (and at the end); 0 only at the end."""
+    eval_batch_tokens: int = 16384
+    """Token budget per forward pass at evaluation."""
+    save_every: int = 0
+    """Save a resumable checkpoint every N steps; 0 only at the end (and on Ctrl-C)."""
+    log_every: int = 1
+    """Write metrics every N steps."""
+    tensorboard: bool = True
+    """Also log to TensorBoard when it is installed."""
+    plots: bool = True
+    """Write PNG curves (loss, held-out accuracy) at the end."""
+    progress: bool = True
+    """Show a progress bar."""
+
+    def validate(self) -> "RewardTrainConfig":
+        """Check every option; raise :class:`ConfigError` saying what to change."""
+        hints = typing.get_type_hints(type(self))
+        for f in dataclasses.fields(self):
+            ok, value = _conform(getattr(self, f.name), hints[f.name])
+            if not ok:
+                raise ConfigError(f"{f.name} must be {_describe_type(hints[f.name])}, got "
+                                  f"{getattr(self, f.name)!r}")
+            setattr(self, f.name, value)
+        _choice("task", self.task, TASKS)
+        _choice("layout", self.layout, PRM_LAYOUTS)
+        _choice("lr_schedule", self.lr_schedule, SCHEDULES)
+        if not self.model:
+            raise ConfigError("no model: pass --model PATH_OR_ID (a base model or a classifier)")
+        if not self.data:
+            raise ConfigError("no training data: pass --data FILE")
+        for name in ("steps", "batch_size", "max_length", "log_every", "lora_r", "lora_alpha",
+                     "eval_batch_tokens", "micro_batch_size"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ConfigError(f"{name} must be at least 1, got {value}")
+        for name in ("eval_every", "save_every", "warmup_steps", "weight_decay"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"{name} must be >= 0 (0 disables it), got "
+                                  f"{getattr(self, name)}")
+        micro = self.micro_batch_size or self.batch_size
+        if micro > self.batch_size or self.batch_size % micro:
+            raise ConfigError(f"micro_batch_size ({micro}) must divide batch_size "
+                              f"({self.batch_size})")
+        if self.learning_rate <= 0:
+            raise ConfigError(f"learning_rate must be > 0, got {self.learning_rate}")
+        if not 0 <= self.eval_fraction < 1:
+            raise ConfigError(f"eval_fraction must be in [0, 1), got {self.eval_fraction}")
+        if not 0 < self.threshold < 1:
+            raise ConfigError(f"threshold must be in (0, 1), got {self.threshold}")
+        if not 0 <= self.lora_dropout < 1:
+            raise ConfigError(f"lora_dropout must be in [0, 1), got {self.lora_dropout}")
+        if self.max_grad_norm is not None and self.max_grad_norm <= 0:
+            raise ConfigError("max_grad_norm must be > 0, or null to disable clipping")
+        if self.center_rewards_coefficient is not None and self.center_rewards_coefficient < 0:
+            raise ConfigError("center_rewards_coefficient must be >= 0 (or null)")
+        if "{completion}" not in self.plain_format:
+            raise ConfigError("plain_format must contain {completion} (and usually {prompt})")
+        return self
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> "RewardTrainConfig":
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            import difflib
+
+            named = [f"{k!r} (did you mean {m[0]!r}?)" if (m := difflib.get_close_matches(
+                k, known, 1)) else repr(k) for k in unknown]
+            raise ConfigError(f"unknown train option(s): {', '.join(named)}. See "
+                              "docs/learned.md for the list.")
+        return cls(**dict(values))
+
+    @classmethod
+    def from_file(cls, path: str | Path, **overrides: Any) -> "RewardTrainConfig":
+        """The ``train:`` section of a YAML/TOML/JSON file; ``overrides`` that are not None
+        replace file values."""
+        data = read_config_file(Path(path))
+        section = data.get("train", {})
+        if not isinstance(section, Mapping):
+            raise ConfigError(f"{path}: `train:` must be a mapping of options")
+        values = {**section, **{k: v for k, v in overrides.items() if v is not None}}
+        try:
+            return cls.from_dict(values)
+        except ConfigError as exc:
+            raise ConfigError(f"{path}: {exc}") from exc
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
