@@ -119,8 +119,10 @@ def load_classifier(model: str, head: str, device: Any, dtype: Any,
                              "trust_remote_code=True if you trust it")
     cls = {"sequence": AutoModelForSequenceClassification,
            "token": AutoModelForTokenClassification, "prm": AutoModel}[kind]
+    from ..trainer.policy import dtype_kwarg
+
     try:
-        net = cls.from_pretrained(model, dtype=dtype, trust_remote_code=trust_remote_code)
+        net = cls.from_pretrained(model, **dtype_kwarg(dtype), trust_remote_code=trust_remote_code)
     except (OSError, ValueError) as exc:
         raise ModelLoadError(f"could not load the weights of {model!r}: {exc}") from exc
     return net.to(device).eval()

@@ -32,6 +32,7 @@ from ..trainer.data import PromptSampler
 from ..trainer.loop import Trainer as _PolicyTrainer
 from ..trainer.loop import _deferred_sigint
 from ..trainer.metrics import MetricsLogger
+from ..trainer.policy import dtype_kwarg
 from . import encoding, evaluation
 from .data import Pair, Solution, read_pairs, read_solutions
 from .loading import SIDECAR, resolve_device_dtype, write_sidecar
@@ -68,6 +69,12 @@ class RewardTrainer:
         np.random.seed(cfg.seed)
         torch.manual_seed(cfg.seed)
         self.device, self.dtype = resolve_device_dtype(cfg.device, cfg.dtype)
+        # Half-precision training keeps fp32 master weights and optimizer state and runs the
+        # forwards under autocast (as the policy trainer does): AdamW on bf16 weights loses
+        # almost every small update to rounding.
+        self.compute_dtype = self.dtype
+        if self.dtype in (torch.bfloat16, torch.float16):
+            self.dtype = torch.float32
         checkpoint = ckpt.find_checkpoint(resume) if resume is not None else None
         self.state = ckpt.load_state(checkpoint) if checkpoint is not None else None
         if self.state is not None:
@@ -125,7 +132,8 @@ class RewardTrainer:
         try:
             with torch.random.fork_rng(devices=[]):
                 torch.manual_seed(cfg.seed)  # the new head's initialisation
-                model = cls.from_pretrained(source, num_labels=labels, dtype=self.dtype)
+                model = cls.from_pretrained(source, num_labels=labels,
+                                            **dtype_kwarg(self.dtype))
         except (OSError, ValueError) as exc:
             raise ConfigError(f"could not load {cfg.model!r} as a {cls.__name__[12:]} model: "
                               f"{exc}") from exc
@@ -189,6 +197,11 @@ class RewardTrainer:
             labels[pos] = int(ok)
         return StepExample(enc.ids, labels, row.first_wrong)
 
+    def autocast(self) -> Any:
+        """Autocast forwards to the configured half dtype (a no-op in fp32)."""
+        return torch.autocast(self.device.type, dtype=self.compute_dtype,
+                              enabled=self.compute_dtype != torch.float32)
+
     # -- the step ---------------------------------------------------------------------------------
     def loss(self, examples: Sequence[Any], denominator: float) -> tuple[torch.Tensor, dict]:
         """This micro-batch's share of the batch loss, and its statistics."""
@@ -196,7 +209,8 @@ class RewardTrainer:
         if self.cfg.task == "rm":
             rows = [e.chosen for e in examples] + [e.rejected for e in examples]
             batch = encoding.pad(rows, pad_id, self.device)
-            rewards = self.model(**batch, use_cache=False).logits[:, 0].float()
+            with self.autocast():
+                rewards = self.model(**batch, use_cache=False).logits[:, 0].float()
             r_c, r_r = rewards.chunk(2)
             margin = torch.tensor([e.margin for e in examples], device=self.device)
             per_pair = -F.logsigmoid(r_c - r_r - margin)
@@ -208,7 +222,8 @@ class RewardTrainer:
         batch = encoding.pad([e.ids for e in examples], pad_id, self.device,
                              labels=[e.labels for e in examples])
         labels = batch.pop("labels")
-        logits = self.model(**batch, use_cache=False).logits.float()
+        with self.autocast():
+            logits = self.model(**batch, use_cache=False).logits.float()
         loss = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=-100,
                                reduction="sum")
         mask = labels != -100
@@ -258,7 +273,8 @@ class RewardTrainer:
         for idx in encoding.token_budget_batches([len(r) for r in rows],
                                                  self.cfg.eval_batch_tokens):
             batch = encoding.pad([rows[i] for i in idx], self.tokenizer.pad_token_id, self.device)
-            logits = self.model(**batch, use_cache=False).logits.float().cpu()
+            with self.autocast():
+                logits = self.model(**batch, use_cache=False).logits.float().cpu()
             for j, i in enumerate(idx):
                 out[i] = logits[j] if logits.dim() == 2 else logits[j, :len(rows[i])]
         return out
