@@ -66,6 +66,8 @@ _BUILTINS: dict[str, tuple[str, str]] = {
                      "a learned outcome reward model (sequence classifier with one output)"),
     "process_reward": ("rewardkit.models.process_reward:ProcessRewardScorer",
                        "a learned process reward model: one score per reasoning step"),
+    "ensemble": ("rewardkit.models.ensemble:EnsembleScorer",
+                 "several rewards combined (mean, min, uncertainty-weighted); spread as uncertainty"),
     "remote": ("rewardkit.server.client:RemoteScorer",
                "a reward served by `rewardkit serve` on another machine, over HTTP"),
     "iou": ("rewardkit.verifiers.iou:IoUReward",
