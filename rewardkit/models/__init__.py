@@ -8,6 +8,8 @@ Modules:
                    that keeps the end of the completion, token-budget batching
     reward_model   the ``reward_model`` Scorer (sequence classifier, one output)
     process_reward the ``process_reward`` Scorer (token classifier read at step marks)
+    ensemble       the ``ensemble`` Scorer (mean/min/uwo/mean_minus_std, per-member normalisation)
+    multihead      K reward heads on one trunk: its Scorer, stack_heads / split_heads
     data           preference and stepwise data sets (TRL, ProcessBench formats)
     train_config   the typed options of ``train rm|prm``
     train          Bradley–Terry and per-step training on the policy trainer's machinery
