@@ -56,11 +56,16 @@ def run_trl(steps: int, batch: int, warmup: int, workdir: str) -> float:
     times: list[float] = []
 
     class Clock(TrainerCallback):
-        def on_step_begin(self, *a, **k):  # noqa: ANN002, ANN003
-            self.start = time.perf_counter()
+        """Time from one step's end to the next: the whole iteration, batch collation included
+        (rewardkit's ``step()`` also builds its batch; on_step_begin fires after the fetch)."""
+
+        last: float | None = None
 
         def on_step_end(self, *a, **k):  # noqa: ANN002, ANN003
-            times.append(time.perf_counter() - self.start)
+            now = time.perf_counter()
+            if self.last is not None:
+                times.append(now - self.last)
+            self.last = now
 
     args = RewardConfig(output_dir=workdir, per_device_train_batch_size=batch, max_steps=steps,
                         learning_rate=1e-4, lr_scheduler_type="constant", logging_steps=10**6,
