@@ -185,18 +185,7 @@ class MultiHeadRewardScorer(RewardModelScorer):
     def score_batch(self, samples: list[Sample]) -> list[Score]:
         import math
 
-        scores: list[Score | None] = [None] * len(samples)
-        encoded, where = [], []
-        for i, s in enumerate(samples):
-            try:
-                e = self.encode(s)
-                if not e.ids:
-                    raise ValueError("the sample encodes to no tokens")
-            except Exception as exc:  # noqa: BLE001 - a bad sample gets its own error Score
-                scores[i] = Score.from_error(exc, self.error_value, kind="encode")
-                continue
-            encoded.append(e)
-            where.append(i)
+        scores, encoded, where = self.encode_batch(samples)
         for i, e, row in zip(where, encoded, self.head_logits(encoded) if encoded else []):
             components = dict(zip(self.head_names, row))
             if not all(math.isfinite(v) for v in row):

@@ -129,8 +129,10 @@ class RewardModelScorer(Scorer):
         return float(sum(values) / len(values))
 
     # -- Scorer -----------------------------------------------------------------------------------
-    def score_batch(self, samples: list[Sample]) -> list[Score]:
-        start = time.perf_counter()
+    def encode_batch(self, samples: list[Sample]
+                     ) -> tuple[list[Score | None], list[encoding.Encoded], list[int]]:
+        """Encode every sample: error Scores for those that cannot be encoded (in their
+        places), the encodings of the rest and their positions."""
         scores: list[Score | None] = [None] * len(samples)
         encoded: list[encoding.Encoded] = []
         where: list[int] = []
@@ -144,6 +146,11 @@ class RewardModelScorer(Scorer):
                 continue
             encoded.append(e)
             where.append(i)
+        return scores, encoded, where
+
+    def score_batch(self, samples: list[Sample]) -> list[Score]:
+        start = time.perf_counter()
+        scores, encoded, where = self.encode_batch(samples)
         logits = self.logits(encoded) if encoded else []
         elapsed = (time.perf_counter() - start) / max(1, len(samples))
         for i, e, logit in zip(where, encoded, logits):
