@@ -241,6 +241,11 @@ class TrainConfig:
     signal: every group's rewards equal (zero variance; with ``group_size`` 1, the whole
     batch's) or every reward an error, as when the reward cannot read the reference column.
     Each such step warns; 0 only warns."""
+    stop_on_overoptimisation: int = 0
+    """Stop (after saving a checkpoint) once the gold reward (``gold_reward``) fell for this
+    many evaluations in a row while the training reward rose on the same held-out prompts:
+    reward over-optimisation (Gao et al. 2023). 0 never stops; the gap and the KL are logged
+    either way (``eval/proxy_gold_gap``, ``eval/kl``) and drawn in ``overoptimisation.png``."""
 
     def __post_init__(self) -> None:
         if isinstance(self.adam_betas, list):
@@ -281,7 +286,8 @@ class TrainConfig:
             if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
         for name in ("top_k", "resample_rounds", "warmup_steps", "save_every", "eval_every",
-                     "weight_decay", "vf_coef", "stop_without_signal"):
+                     "weight_decay", "vf_coef", "stop_without_signal",
+                     "stop_on_overoptimisation"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be >= 0 (0 disables it), got "
                                   f"{getattr(self, name)}")

@@ -33,6 +33,7 @@ from .distributed import Dist
 from .evaluation import evaluate
 from .generation import GenerationOptions, Rollout, concat_rollouts, generate
 from .health import NoLearningSignal, SignalMonitor, deferred_sigint
+from .overoptimisation import OveroptimisationMonitor, plot_proxy_and_gold_against_kl
 from .losses import (aggregate, clipped_policy_loss, kl_penalty, logprobs_and_entropy,
                      top_entropy_mask, value_loss)
 from .metrics import MetricsLogger
@@ -105,6 +106,7 @@ class Trainer:
 
             self.vllm = VLLMGenerator(cfg, self.policy)
         self.signal = SignalMonitor(cfg.stop_without_signal)
+        self.overoptimisation = OveroptimisationMonitor(cfg.stop_on_overoptimisation)
         self.optimizer = torch.optim.AdamW(params, lr=cfg.learning_rate, betas=cfg.adam_betas,
                                            weight_decay=cfg.weight_decay)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, self._lr_factor)
@@ -449,7 +451,7 @@ class Trainer:
         cfg = self.cfg
         last: dict[str, float] = {}
         if self.step_count == 0 and self.eval_prompts:
-            self.logger.log(0, self.evaluate())
+            self.logger.log(0, self._evaluate_and_watch({"kl": 0.0}))
         bar = tqdm(total=cfg.steps, initial=self.step_count, disable=not (cfg.progress and
                                                                           self.dist.is_main),
                    desc=f"{cfg.algorithm} steps")
@@ -463,12 +465,13 @@ class Trainer:
                     step = self.step_count
                     if self.eval_prompts and cfg.eval_every and step % cfg.eval_every == 0 \
                             and step < cfg.steps:
-                        metrics.update(self.evaluate())
+                        metrics.update(self._evaluate_and_watch(metrics))
                     if step % cfg.log_every == 0 or step == cfg.steps:
                         self.logger.log(step, metrics)
                     if cfg.save_every and step % cfg.save_every == 0:
                         self.save()
                     self._check_signal(metrics)
+                    self.overoptimisation.raise_if_overoptimised()
                     bar.update(1)
                     bar.set_postfix(reward=f"{metrics.get('reward/mean', float('nan')):.3f}")
                     last = metrics
@@ -483,10 +486,11 @@ class Trainer:
             self._step_start = None
             self.interrupt_checkpoint = self.save()
             self.logger.close()
+            self._plot_overoptimisation()
             raise
         bar.close()
         if self.eval_prompts:
-            last = self.evaluate()
+            last = self._evaluate_and_watch(last)
             self.logger.log(self.step_count, last)
         self.save()
         full = self._full_state()[0] if self.dist.sharded else None
@@ -494,7 +498,19 @@ class Trainer:
             ckpt.save_final(self.output, unwrap(self.model), self.policy.tokenizer,
                             self.policy.uses_lora, model_state=full)
         self.logger.close()
+        self._plot_overoptimisation()
         return last
+
+    def _plot_overoptimisation(self) -> None:
+        if self.gold is not None and self.cfg.plots and self.dist.is_main:
+            plot_proxy_and_gold_against_kl(self.logger.path,
+                                           self.output / "overoptimisation.png")
+
+    def _evaluate_and_watch(self, step_metrics: dict[str, float]) -> dict[str, float]:
+        """Evaluate, adding the proxy–gold gap and this step's KL to the reference."""
+        metrics = self.evaluate()
+        metrics.update(self.overoptimisation.update(metrics, step_metrics.get("kl")))
+        return metrics
 
     def _save_on_interrupt(self) -> Path | None:
         """The checkpoint an interruption leaves: the last finished step's state, or None when
@@ -541,6 +557,7 @@ class Trainer:
                  "optimizer": optim_state or self.optimizer.state_dict(),
                  "scheduler": self.scheduler.state_dict(), "sampler": self.sampler.state_dict(),
                  "value_head": self.value_head.state_dict() if self.value_head else None,
+                 "overoptimisation": self.overoptimisation.state_dict(),
                  "config": self.cfg.to_dict()}
         return ckpt.save_checkpoint(self.output / "checkpoints" / f"step-{self.step_count}",
                                     unwrap(self.model), self.policy.tokenizer, state,
@@ -568,6 +585,7 @@ class Trainer:
         if self.value_head is not None and state.get("value_head"):
             self.value_head.load_state_dict(state["value_head"])
         self.step_count = int(state["step"])
+        self.overoptimisation.load_state_dict(state.get("overoptimisation") or {})
         ckpt.set_rng_state(state["rng"])
         ranks = state.get("ranks")
         if ranks and len(ranks) == self.dist.world_size:
