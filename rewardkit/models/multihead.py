@@ -20,8 +20,8 @@ from typing import Any, Sequence
 
 from ..types import Sample, Score
 from . import encoding
-from .loading import (SIDECAR, ModelLoadError, load_classifier, load_config, load_tokenizer,
-                      read_sidecar, resolve_device_dtype, write_sidecar)
+from .loading import (SIDECAR, ModelLoadError, load_config, load_tokenizer, read_sidecar,
+                      write_sidecar)
 from .reward_model import RewardModelScorer
 
 HEAD_MODULES = ("score", "classifier")
@@ -139,36 +139,19 @@ class MultiHeadRewardScorer(RewardModelScorer):
                  error_value: float = 0.0) -> None:
         # Not RewardModelScorer.__init__: that refuses a head with more than one output, which
         # is right for `reward_model` and exactly what this class reads.
-        if not isinstance(model, str) or not model:
-            raise ModelLoadError("model must be a local folder or a hub id (model=PATH_OR_ID)")
-        if batch_tokens < 1 or (max_length is not None and max_length < 2):
-            raise ModelLoadError("batch_tokens must be >= 1 and max_length >= 2")
-        self.error_value = error_value
-        self.model_name = model
-        sidecar = read_sidecar(model)
-        self.device, self.dtype = resolve_device_dtype(device, dtype)
-        config = load_config(model, trust_remote_code)
-        self.tokenizer = load_tokenizer(model, tokenizer, pad_token, trust_remote_code)
-        self.model = load_classifier(model, "sequence", self.device, self.dtype,
-                                     trust_remote_code, config)
-        outputs = int(getattr(self.model.config, "num_labels", 1))
+        outputs = self._load(model, tokenizer, max_length, batch_tokens, max_batch_size, device,
+                             dtype, chat_template, plain_format, pad_token, trust_remote_code,
+                             error_value)
         if heads is not None and heads != outputs:
             raise ModelLoadError(f"{model!r} has {outputs} heads, not heads={heads}; leave "
                                  "`heads` out to read every head")
         self.heads = outputs
-        names = sidecar.get("head_names") or [f"head_{i}" for i in range(outputs)]
+        names = self.sidecar.get("head_names") or [f"head_{i}" for i in range(outputs)]
         if len(names) != outputs:
             raise ModelLoadError(f"{model!r}: {SIDECAR} names {len(names)} heads, the model "
                                  f"has {outputs}")
         self.head_names = [str(n) for n in names]
-        if self.model.config.pad_token_id is None:
-            self.model.config.pad_token_id = self.tokenizer.pad_token_id
-        self.max_length = max_length or min(int(self.tokenizer.model_max_length or 4096), 4096)
-        self.batch_tokens = batch_tokens
-        self.max_batch_size = max_batch_size
         self.output = "logit"
-        self.use_chat_template = chat_template
-        self.plain_format = plain_format or sidecar.get("plain_format", encoding.PLAIN_FORMAT)
         self.center = None
 
     def head_logits(self, encoded: Sequence[encoding.Encoded]) -> list[list[float]]:

@@ -64,36 +64,47 @@ class RewardModelScorer(Scorer):
         if output == "centered" and center is None and center_data is None:
             raise ModelLoadError("output='centered' needs center=VALUE or center_data=SAMPLES "
                                  "(a reference set whose mean logit is subtracted)")
-        if batch_tokens < 1 or (max_length is not None and max_length < 2):
-            raise ModelLoadError("batch_tokens must be >= 1 and max_length >= 2")
-        if not isinstance(model, str) or not model:
-            raise ModelLoadError("model must be a local folder or a hub id (model=PATH_OR_ID)")
         self.name = name or self.name
-        self.error_value = error_value
-        self.model_name = model
-        sidecar = read_sidecar(model)
-        self.device, self.dtype = resolve_device_dtype(device, dtype)
-        config = load_config(model, trust_remote_code)
-        self.tokenizer = load_tokenizer(model, tokenizer, pad_token, trust_remote_code)
-        self.model = load_classifier(model, "sequence", self.device, self.dtype,
-                                     trust_remote_code, config)
-        outputs = int(getattr(self.model.config, "num_labels", 1))
+        outputs = self._load(model, tokenizer, max_length, batch_tokens, max_batch_size, device,
+                             dtype, chat_template, plain_format, pad_token, trust_remote_code,
+                             error_value)
         if outputs != 1:
             raise ModelLoadError(
                 f"{model!r} has a classification head with {outputs} outputs; `reward_model` "
                 "reads a head with one output (a reward). Multi-objective heads are not read "
                 "as one reward.")
+        self.output = output
+        self.center = center
+        if output == "centered" and center is None:
+            self.center = self.mean_logit(_reference_samples(center_data))
+
+    def _load(self, model: str, tokenizer: str | None, max_length: int | None,
+              batch_tokens: int, max_batch_size: int | None, device: str, dtype: str,
+              chat_template: bool, plain_format: str | None, pad_token: str | None,
+              trust_remote_code: bool, error_value: float) -> int:
+        """Load the classifier and tokenizer and set what encoding and batching read (shared
+        with the multi-head form); return the number of outputs of the head."""
+        if batch_tokens < 1 or (max_length is not None and max_length < 2):
+            raise ModelLoadError("batch_tokens must be >= 1 and max_length >= 2")
+        if not isinstance(model, str) or not model:
+            raise ModelLoadError("model must be a local folder or a hub id (model=PATH_OR_ID)")
+        self.error_value = error_value
+        self.model_name = model
+        self.sidecar = read_sidecar(model)
+        self.device, self.dtype = resolve_device_dtype(device, dtype)
+        config = load_config(model, trust_remote_code)
+        self.tokenizer = load_tokenizer(model, tokenizer, pad_token, trust_remote_code)
+        self.model = load_classifier(model, "sequence", self.device, self.dtype,
+                                     trust_remote_code, config)
         if self.model.config.pad_token_id is None:
             self.model.config.pad_token_id = self.tokenizer.pad_token_id
         self.max_length = max_length or min(int(self.tokenizer.model_max_length or 4096), 4096)
         self.batch_tokens = batch_tokens
         self.max_batch_size = max_batch_size
-        self.output = output
         self.use_chat_template = chat_template
-        self.plain_format = plain_format or sidecar.get("plain_format", encoding.PLAIN_FORMAT)
-        self.center = center
-        if output == "centered" and center is None:
-            self.center = self.mean_logit(_reference_samples(center_data))
+        self.plain_format = plain_format or self.sidecar.get("plain_format",
+                                                             encoding.PLAIN_FORMAT)
+        return int(getattr(self.model.config, "num_labels", 1))
 
     # -- encoding and the forward pass ------------------------------------------------------------
     def encode(self, sample: Sample) -> encoding.Encoded:

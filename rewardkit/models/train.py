@@ -29,10 +29,10 @@ import torch.nn.functional as F
 from ..compose import ConfigError
 from ..trainer import checkpoint as ckpt
 from ..trainer.data import PromptSampler
-from ..trainer.loop import Trainer as _PolicyTrainer
-from ..trainer.loop import _deferred_sigint
+from ..trainer.health import deferred_sigint
 from ..trainer.metrics import MetricsLogger
 from ..trainer.policy import dtype_kwarg
+from ..trainer.schedule import lr_factor
 from . import encoding, evaluation
 from .data import Pair, Solution, read_pairs, read_solutions
 from .loading import SIDECAR, resolve_device_dtype, write_sidecar
@@ -92,7 +92,8 @@ class RewardTrainer:
         self.params = params
         self.optimizer = torch.optim.AdamW(params, lr=cfg.learning_rate,
                                            weight_decay=cfg.weight_decay)
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, self._lr_factor)
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
+            self.optimizer, lambda step: lr_factor(step, self.cfg))
         self.step_count = 0
         self._updating = False
         self.interrupt_checkpoint: Path | None = None
@@ -319,7 +320,7 @@ class RewardTrainer:
                    desc=f"train {cfg.task}")
         last: dict[str, float] = {}
         try:
-            with _deferred_sigint() as stop_requested:
+            with deferred_sigint() as stop_requested:
                 while self.step_count < cfg.steps:
                     metrics = self.step()
                     step = self.step_count
@@ -382,11 +383,6 @@ class RewardTrainer:
         self.step_count = int(state["step"])
         ckpt.set_rng_state(state["rng"])
         self.logger.truncate_after(self.step_count)
-
-    def _lr_factor(self, step: int) -> float:
-        """The policy trainer's warmup + constant/linear/cosine schedule (it reads only
-        ``self.cfg``)."""
-        return _PolicyTrainer._lr_factor(self, step)  # type: ignore[arg-type]
 
 
 def train_reward_model(cfg: RewardTrainConfig, resume: str | Path | None = None

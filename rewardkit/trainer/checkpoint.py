@@ -182,3 +182,68 @@ def save_final(output_dir: Path, model: Any, tokenizer: Any, uses_lora: bool,
         model.save_pretrained(final, **({"state_dict": model_state} if model_state else {}))
     tokenizer.save_pretrained(final)
     return final
+
+
+def full_state(trainer: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Full (unsharded) model and optimizer state of an FSDP policy, on the CPU; a collective:
+    every process calls it."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict
+
+    return get_state_dict(trainer.model, trainer.optimizer, options=StateDictOptions(
+        full_state_dict=True, cpu_offload=True))
+
+
+def save_run(trainer: Any) -> Path | None:
+    """A resumable checkpoint of a policy trainer's current step, written by the main process
+    (with FSDP every process takes part in gathering the full state)."""
+    from .policy import unwrap
+
+    model_state, optim_state = full_state(trainer) if trainer.dist.sharded else (None, None)
+    # each process samples its own prompts with its own RNG: keep every process's
+    ranks = trainer.dist.gather_objects({"sampler": trainer.sampler.state_dict(),
+                                         "rng": rng_state()})
+    if not trainer.dist.is_main:
+        return None
+    state = {"step": trainer.step_count, "ranks": ranks,
+             "optimizer": optim_state or trainer.optimizer.state_dict(),
+             "scheduler": trainer.scheduler.state_dict(),
+             "sampler": trainer.sampler.state_dict(),
+             "value_head": trainer.value_head.state_dict() if trainer.value_head else None,
+             "overoptimisation": trainer.overoptimisation.state_dict(),
+             "config": trainer.cfg.to_dict()}
+    return save_checkpoint(trainer.output / "checkpoints" / f"step-{trainer.step_count}",
+                           unwrap(trainer.model), trainer.policy.tokenizer, state,
+                           model_state=model_state)
+
+
+def resume_run(trainer: Any, checkpoint: Path) -> None:
+    """Restore a policy trainer from :func:`save_run`'s checkpoint, refusing changed options."""
+    from .policy import unwrap
+
+    state = load_state(checkpoint)
+    check_resume_config(state.get("config"), trainer.cfg.to_dict(), checkpoint)
+    if trainer.dist.sharded:  # every process reads the full state and keeps its shard
+        from safetensors.torch import load_file
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, set_state_dict
+
+        weights: dict[str, Any] = {}
+        for part in sorted(Path(checkpoint).glob("*.safetensors")):
+            weights.update(load_file(str(part)))
+        set_state_dict(trainer.model, trainer.optimizer, model_state_dict=weights,
+                       optim_state_dict=state["optimizer"],
+                       options=StateDictOptions(full_state_dict=True, strict=False))
+    else:
+        load_model_weights(unwrap(trainer.model), checkpoint, trainer.policy.uses_lora)
+        trainer.optimizer.load_state_dict(state["optimizer"])
+    trainer.scheduler.load_state_dict(state["scheduler"])
+    trainer.sampler.load_state_dict(state["sampler"])
+    if trainer.value_head is not None and state.get("value_head"):
+        trainer.value_head.load_state_dict(state["value_head"])
+    trainer.step_count = int(state["step"])
+    trainer.overoptimisation.load_state_dict(state.get("overoptimisation") or {})
+    set_rng_state(state["rng"])
+    ranks = state.get("ranks")
+    if ranks and len(ranks) == trainer.dist.world_size:
+        trainer.sampler.load_state_dict(ranks[trainer.dist.rank]["sampler"])
+        set_rng_state(ranks[trainer.dist.rank]["rng"])
+    trainer.logger.truncate_after(trainer.step_count)

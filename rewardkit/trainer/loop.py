@@ -33,6 +33,7 @@ from .distributed import Dist
 from .evaluation import evaluate
 from .generation import GenerationOptions, Rollout, concat_rollouts, generate
 from .health import NoLearningSignal, SignalMonitor, deferred_sigint
+from .schedule import lr_factor
 from .overoptimisation import OveroptimisationMonitor, plot_proxy_and_gold_against_kl
 from .losses import (aggregate, clipped_policy_loss, kl_penalty, logprobs_and_entropy,
                      top_entropy_mask, value_loss)
@@ -41,7 +42,6 @@ from .policy import Policy, load_policy, logits_to_keep_name, unwrap
 from .value import ValueHead, token_rewards
 
 
-_deferred_sigint = deferred_sigint  # the name rewardkit.models.train imports
 
 @dataclass
 class Batch:
@@ -109,7 +109,8 @@ class Trainer:
         self.overoptimisation = OveroptimisationMonitor(cfg.stop_on_overoptimisation)
         self.optimizer = torch.optim.AdamW(params, lr=cfg.learning_rate, betas=cfg.adam_betas,
                                            weight_decay=cfg.weight_decay)
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, self._lr_factor)
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
+            self.optimizer, lambda step: lr_factor(step, self.cfg))
         self.step_count = 0
         self._updating = False
         self._step_start: tuple[dict[str, Any], dict[str, Any]] | None = None
@@ -118,7 +119,7 @@ class Trainer:
         self.logger = MetricsLogger(self.output, cfg.tensorboard, cfg.plots,
                                     enabled=self.dist.is_main)
         if resume is not None:
-            self._resume(ckpt.find_checkpoint(resume))
+            ckpt.resume_run(self, ckpt.find_checkpoint(resume))
             if self.vllm is not None:  # the engine started from cfg.model's weights
                 self.vllm.sync_weights(unwrap(self.model))
 
@@ -493,7 +494,7 @@ class Trainer:
             last = self._evaluate_and_watch(last)
             self.logger.log(self.step_count, last)
         self.save()
-        full = self._full_state()[0] if self.dist.sharded else None
+        full = ckpt.full_state(self)[0] if self.dist.sharded else None
         if self.dist.is_main:
             ckpt.save_final(self.output, unwrap(self.model), self.policy.tokenizer,
                             self.policy.uses_lora, model_state=full)
@@ -534,76 +535,9 @@ class Trainer:
                             cfg.eval_k, self.gold, success_threshold=cfg.eval_threshold)
 
     # -- checkpoints ------------------------------------------------------------------------------
-    def _full_state(self) -> tuple[dict[str, Any], dict[str, Any]]:
-        """Full (unsharded) model and optimizer state of an FSDP policy, on the CPU; a
-        collective: every process calls it."""
-        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict
-
-        return get_state_dict(self.model, self.optimizer, options=StateDictOptions(
-            full_state_dict=True, cpu_offload=True))
-
     def save(self) -> Path | None:
-        """A resumable checkpoint of the current step (written by the main process; with FSDP
-        every process takes part in gathering the shards)."""
-        model_state = optim_state = None
-        if self.dist.sharded:
-            model_state, optim_state = self._full_state()
-        # each process samples its own prompts with its own RNG: keep every process's
-        ranks = self.dist.gather_objects({"sampler": self.sampler.state_dict(),
-                                          "rng": ckpt.rng_state()})
-        if not self.dist.is_main:
-            return None
-        state = {"step": self.step_count, "ranks": ranks,
-                 "optimizer": optim_state or self.optimizer.state_dict(),
-                 "scheduler": self.scheduler.state_dict(), "sampler": self.sampler.state_dict(),
-                 "value_head": self.value_head.state_dict() if self.value_head else None,
-                 "overoptimisation": self.overoptimisation.state_dict(),
-                 "config": self.cfg.to_dict()}
-        return ckpt.save_checkpoint(self.output / "checkpoints" / f"step-{self.step_count}",
-                                    unwrap(self.model), self.policy.tokenizer, state,
-                                    model_state=model_state)
-
-    def _resume(self, checkpoint: Path) -> None:
-        state = ckpt.load_state(checkpoint)
-        ckpt.check_resume_config(state.get("config"), self.cfg.to_dict(), checkpoint)
-        if self.dist.sharded:  # every process reads the full state and keeps its shard
-            from safetensors.torch import load_file
-            from torch.distributed.checkpoint.state_dict import (StateDictOptions,
-                                                                 set_state_dict)
-
-            weights: dict[str, Any] = {}
-            for part in sorted(Path(checkpoint).glob("*.safetensors")):
-                weights.update(load_file(str(part)))
-            set_state_dict(self.model, self.optimizer, model_state_dict=weights,
-                           optim_state_dict=state["optimizer"],
-                           options=StateDictOptions(full_state_dict=True, strict=False))
-        else:
-            ckpt.load_model_weights(unwrap(self.model), checkpoint, self.policy.uses_lora)
-            self.optimizer.load_state_dict(state["optimizer"])
-        self.scheduler.load_state_dict(state["scheduler"])
-        self.sampler.load_state_dict(state["sampler"])
-        if self.value_head is not None and state.get("value_head"):
-            self.value_head.load_state_dict(state["value_head"])
-        self.step_count = int(state["step"])
-        self.overoptimisation.load_state_dict(state.get("overoptimisation") or {})
-        ckpt.set_rng_state(state["rng"])
-        ranks = state.get("ranks")
-        if ranks and len(ranks) == self.dist.world_size:
-            self.sampler.load_state_dict(ranks[self.dist.rank]["sampler"])
-            ckpt.set_rng_state(ranks[self.dist.rank]["rng"])
-        self.logger.truncate_after(self.step_count)
-
-    def _lr_factor(self, step: int) -> float:
-        cfg = self.cfg
-        if step < cfg.warmup_steps:
-            return (step + 1) / (cfg.warmup_steps + 1)
-        progress = (step - cfg.warmup_steps) / max(1, cfg.steps - cfg.warmup_steps)
-        if cfg.lr_schedule == "linear":
-            return max(0.0, 1.0 - progress)
-        if cfg.lr_schedule == "cosine":
-            return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
-        return 1.0
-
+        """A resumable checkpoint of the current step (see :func:`checkpoint.save_run`)."""
+        return ckpt.save_run(self)
 
 def _rollout_stats(rollout: Rollout) -> dict[str, float]:
     lengths = rollout.completion_mask.sum(-1).float()
