@@ -15,26 +15,15 @@ from rewardkit.verifiers.math import extract_answer
 DATA = Path(__file__).resolve().parents[1] / "data" / "math_fidelity.jsonl"
 ROWS = [json.loads(line) for line in DATA.read_text().splitlines() if line.strip()]
 CLASSES = sorted({r["class"] for r in ROWS})
-_VERIFIERS: dict[str, rewardkit.Scorer] = {}
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _close_verifiers():
-    yield
-    for verifier in _VERIFIERS.values():
-        verifier.close()
-    _VERIFIERS.clear()
-
-
-def _score_rows(rows: list[dict]) -> list[tuple[dict, rewardkit.Score]]:
+def _score_rows(math_verifier, rows: list[dict]) -> list[tuple[dict, rewardkit.Score]]:
     groups: dict[str, list[dict]] = defaultdict(list)
     for row in rows:
         groups[json.dumps(row["options"], sort_keys=True)].append(row)
     out = []
     for options, group in groups.items():
-        if options not in _VERIFIERS:  # one verifier (one worker pool) per configuration
-            _VERIFIERS[options] = rewardkit.load("math", workers=2, **json.loads(options))
-        scores = _VERIFIERS[options].score([Sample(r.get("prompt", ""), r["completion"],
+        scores = math_verifier(**json.loads(options)).score([Sample(r.get("prompt", ""), r["completion"],
                                                    r["gold"]) for r in group])
         out += list(zip(group, scores))
     return out
@@ -49,9 +38,9 @@ def test_every_class_of_the_issue_has_passing_and_failing_rows():
 
 
 @pytest.mark.parametrize("cls", CLASSES)
-def test_class_agrees_with_every_label(cls):
+def test_class_agrees_with_every_label(math_verifier, cls):
     wrong = [(row["id"], row["completion"][-50:], score.value, score.info.get("reason"))
-             for row, score in _score_rows([r for r in ROWS if r["class"] == cls])
+             for row, score in _score_rows(math_verifier, [r for r in ROWS if r["class"] == cls])
              if score.value != row["expected"]
              or ("reason" in row and score.info.get("reason") != row["reason"])]
     assert wrong == []
