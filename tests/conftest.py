@@ -24,3 +24,36 @@ def math_verifier() -> Callable[..., Any]:
     yield get
     for verifier in built.values():
         verifier.close()
+
+
+def run_two_processes(script: str, tmp_path: Any) -> Any:
+    """Run ``script`` (argument: the output folder ``tmp_path/run``) under ``torchrun`` with two
+    gloo processes on loopback and return the finished process (its stdout holds the script's
+    RESULT line).
+
+    gloo's transport threads, when a rank's peer connection is reset under heavy load, abort
+    the process from C++ ("terminate called without an active exception", SIGABRT) before any
+    Python code runs; that crash is the transport's, not the trainer's, so it is retried once.
+    Any other failure (an assertion, a Python traceback) fails at once."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    path = Path(tmp_path) / "script.py"
+    path.write_text(script)
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": "lo"}
+    out = Path(tmp_path) / "run"
+    for _ in range(2):
+        shutil.rmtree(out, ignore_errors=True)
+        proc = subprocess.run(
+            [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node",
+             "2", str(path), str(out)], capture_output=True, text=True, timeout=300, env=env)
+        transport_abort = ("terminate called without an active exception" in proc.stderr
+                           and "Traceback (most recent call last)" not in
+                           proc.stderr.split("terminate called")[0])
+        if proc.returncode == 0 or not transport_abort:
+            break
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc

@@ -1,12 +1,11 @@
 """Data parallel on CPU: two processes (gloo) train one model; the ranks stay identical and only
 rank 0 writes metrics and checkpoints."""
 import json
-import os
-import subprocess
-import sys
 import textwrap
 
 import pytest
+
+from tests.conftest import run_two_processes
 
 pytest.importorskip("torch")
 
@@ -35,14 +34,7 @@ SCRIPT = textwrap.dedent("""
 
 
 def test_two_processes_stay_in_sync(tmp_path):
-    script = tmp_path / "ddp.py"
-    script.write_text(SCRIPT)
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-         str(script), str(tmp_path / "run")],
-        capture_output=True, text=True, timeout=300, env=env)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    proc = run_two_processes(SCRIPT, tmp_path)
     line = next(line for line in proc.stdout.splitlines() if line.startswith("RESULT"))
     rank_gap, moved, different_prompts = line.split()[1:]
     assert float(rank_gap) == 0.0          # gradients were averaged: identical weights

@@ -1,12 +1,11 @@
 """Sharded data parallel (torch FSDP2) on CPU: two gloo processes train the arithmetic policy
 with ``distributed: fsdp`` and with ``ddp`` from the same seed; losses, gradient norms and the
 weights after two steps agree, and the sharded run writes full, loadable checkpoints."""
-import os
-import subprocess
-import sys
 import textwrap
 
 import pytest
+
+from tests.conftest import run_two_processes
 
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
@@ -57,14 +56,7 @@ SCRIPT = textwrap.dedent("""
 
 
 def test_fsdp_two_processes_match_ddp(tmp_path):
-    script = tmp_path / "fsdp.py"
-    script.write_text(SCRIPT)
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-         str(script), str(tmp_path / "run")],
-        capture_output=True, text=True, timeout=300, env=env)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    proc = run_two_processes(SCRIPT, tmp_path)
     line = next(line for line in proc.stdout.splitlines() if line.startswith("RESULT"))
     (ddp_sharded, fsdp_sharded, share, loss_gap, norm_gap, weight_gap, saved_gap,
      resumed) = line.split()[1:]
