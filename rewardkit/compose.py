@@ -13,6 +13,10 @@ A composition is described by a mapping (written in YAML, TOML or JSON):
     normalize: group              # none | batch | group | running, or {method, scale, eps}
     error_value: 0.0              # value of a sample that could not be scored
 
+A component may carry ``shape: {method: par | center | none, reference_field, clip,
+temperature}``: its reward is then read against a reference completion's reward (PAR, centring)
+and clipped before weighting (:mod:`rewardkit.models.learned_shaping`).
+
 The total is computed in this order: weighted sum of components → gates → clip → normalise.
 Each component's value goes into ``Score.components`` and its ``info`` under ``info[name]``.
 A component's ``reward`` may itself be a composition (a nested mapping).
@@ -43,7 +47,7 @@ class ConfigWarning(UserWarning):
 
 _SECTION_KEYS = {"rewards", "gates", "clip", "normalize", "error_value", "name", "reward",
                  "options", "weight"}
-_COMPONENT_KEYS = {"reward", "weight", "options"}
+_COMPONENT_KEYS = {"reward", "weight", "options", "shape"}
 _GATE_KEYS = {"component", "min", "penalty"}
 
 
@@ -180,6 +184,10 @@ def _component(name: str, spec: Any, where: str) -> Component:
             str(reward), **options)
     except (ConfigError, KeyError, TypeError, ValueError, ImportError) as exc:
         raise ConfigError(f"{where}: {exc}") from exc
+    if spec.get("shape") is not None:  # PAR / centring / clipping of a learned reward
+        from .models.learned_shaping import shape_component
+
+        scorer = shape_component(scorer, spec["shape"], where)
     return Component(name, scorer, _as_float(spec.get("weight", 1.0), f"{where}.weight"))
 
 

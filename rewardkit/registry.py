@@ -68,6 +68,8 @@ _BUILTINS: dict[str, tuple[str, str]] = {
                        "a learned process reward model: one score per reasoning step"),
     "ensemble": ("rewardkit.models.ensemble:EnsembleScorer",
                  "several rewards combined (mean, min, uncertainty-weighted); spread as uncertainty"),
+    "shaped": ("rewardkit.models.learned_shaping:ShapedReward",
+               "a reward read against a reference completion: PAR σ(r − r_ref), centring, clip"),
     "remote": ("rewardkit.server.client:RemoteScorer",
                "a reward served by `rewardkit serve` on another machine, over HTTP"),
     "iou": ("rewardkit.verifiers.iou:IoUReward",

@@ -356,3 +356,21 @@ def test_rewards_see_the_group_and_the_training_step(tmp_path):
     assert steps == [0, 1]
     assert {m["total_steps"] for m in scorer.seen} == {5}
     assert sorted({m["group"] for m in scorer.seen}) == [0, 1]
+
+
+def test_rewards_see_the_rows_other_columns_in_training_and_evaluation(tmp_path):
+    # a reward shaped against a reference completion (shape: par) reads it from the row
+    rows = [{"prompt": f"{a}+1=", "answer": str(a + 1), "reference_completion": str(a + 2)}
+            for a in range(8)]
+    data = tmp_path / "rows.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    scorer = RecordsMetadata()
+    trainer = Trainer(config(tmp_path, data=str(data), eval_data=str(data), batch_size=8,
+                             group_size=4, steps=2), scorer=scorer)
+    trainer.step()
+    assert scorer.seen and all(m["reference_completion"] == str(int(m["answer"]) + 1)
+                               for m in scorer.seen)
+    assert {m["step"] for m in scorer.seen} == {0}   # the loop's own keys win
+    scorer.seen.clear()
+    trainer.evaluate()
+    assert scorer.seen and all("reference_completion" in m and "group" in m for m in scorer.seen)

@@ -27,11 +27,26 @@ recommended form: the statistics are fixed, so the reward does not drift as the 
 Without one they are **running** statistics (Welford), updated with each batch's values before
 it is normalised, which drift with the policy's outputs and are undefined for the first
 single-sample batch (a member's σ is then taken as 1). ``normalize=False`` combines raw values.
+
+**Trained ensembles in one line.** ``model=DIR`` reads ``DIR/rewardkit.json``: ``kind:
+rm_heads`` is a K-head model (:mod:`rewardkit.models.multihead`, one forward pass of the trunk);
+``kind: rm_ensemble`` is the manifest ``rewardkit train rm --ensemble K`` writes::
+
+    {"kind": "rm_ensemble", "form": "models" | "lora",
+     "members": ["../member_0/final", ...], "names": ["member_0", ...],
+     "base": "<base model>", "adapters": ["../member_0/final/adapter", ...]}
+
+with paths relative to DIR (``base`` and ``adapters`` for ``form: lora`` only). ``models``
+loads each member as a ``reward_model``; ``lora`` loads the base once with the K adapters
+attached (:mod:`rewardkit.models.lora_members`: K forward passes, one trunk in memory).
+``model=BASE, adapters=[...]`` loads adapters of one's own the same way.
 """
 from __future__ import annotations
 
+import json
 import math
 import threading
+from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ..compose import ConfigError
@@ -88,10 +103,14 @@ class EnsembleScorer(Scorer):
     Args:
         members: Scorers, reward names, or specs ``{reward, options, name}`` (built with
             ``rewardkit.load``; ``reward`` may be a composition mapping).
-        model: instead of ``members``, a K-head reward model (see
-            :mod:`rewardkit.models.multihead`): its heads are the members, read from one
-            forward pass of the trunk.
-        heads: with ``model``, the expected number of heads (checked).
+        model: instead of ``members``, a trained ensemble folder: a K-head reward model
+            (``rm_heads``, see :mod:`rewardkit.models.multihead`: its heads are the members,
+            read from one forward pass of the trunk) or the ``rm_ensemble`` manifest of
+            ``train rm --ensemble K`` (see the module docstring); with ``adapters``, the base
+            model the adapters were trained on.
+        adapters: with ``model=BASE``, LoRA adapter folders (peft ``save_pretrained`` of a
+            ``SEQ_CLS`` model), one member each, all on one copy of the base.
+        heads: with ``model``, the expected number of members (checked).
         model_options: with ``model``, options of the model (``max_length``, ``batch_tokens``,
             ``device``, ``dtype``, ``tokenizer``, ``pad_token``, ...), as for ``reward_model``.
         combine: ``mean``, ``min``, ``uwo`` (mean − λ·variance) or ``mean_minus_std``.
@@ -109,6 +128,7 @@ class EnsembleScorer(Scorer):
 
     def __init__(self, members: Sequence[Any] | None = None, model: str | None = None,
                  heads: int | None = None, model_options: Mapping[str, Any] | None = None,
+                 adapters: Sequence[str] | None = None,
                  combine: str = "mean", lam: float = 1.0, normalize: bool = True,
                  reference: Any = None, min_members: int | None = None,
                  names: Sequence[str] | None = None, error_value: float = 0.0) -> None:
@@ -118,19 +138,18 @@ class EnsembleScorer(Scorer):
             raise ConfigError(f"lam must be a number >= 0, got {lam!r}")
         if (members is None) == (model is None):
             raise ConfigError("give the ensemble either members=[...] (rewards) or model=DIR "
-                              "(a K-head reward model), not both or neither")
+                              "(a trained ensemble or K-head reward model), not both or "
+                              "neither")
         self.combine, self.lam, self.error_value = combine, float(lam), error_value
-        self.multihead = None
+        # shared: one model giving every member's value per sample (K heads or K adapters)
+        self.shared: Any = None
         if model is not None:
-            from .multihead import MultiHeadRewardScorer
-
-            self.multihead = MultiHeadRewardScorer(model, heads=heads, **dict(model_options
-                                                                              or {}))
-            self.members: list[Scorer] = []
-            default_names = self.multihead.head_names
+            self.shared, self.members, default_names = load_trained(
+                model, adapters, heads, model_options)
         else:
-            if heads is not None or model_options:
-                raise ConfigError("heads and model_options go with model=DIR, not members")
+            if heads is not None or model_options or adapters is not None:
+                raise ConfigError("heads, adapters and model_options go with model=DIR, not "
+                                  "members")
             if isinstance(members, (str, Mapping)) or not members:
                 raise ConfigError("members must be a non-empty list of rewards (Scorers, names, "
                                   "or {reward, options} specs)")
@@ -155,14 +174,21 @@ class EnsembleScorer(Scorer):
             self._fit_reference(reference)
 
     # -- members ----------------------------------------------------------------------------
+    @property
+    def multihead(self) -> Any:
+        """The K-head model when the members are its heads, else None."""
+        from .multihead import MultiHeadRewardScorer
+
+        return self.shared if isinstance(self.shared, MultiHeadRewardScorer) else None
+
     def member_scores(self, samples: list[Sample]) -> list[list[Score]]:
         """One list of Scores per member (``[member][sample]``)."""
-        if self.multihead is None:
+        if self.shared is None:
             return [m.score(samples) for m in self.members]
-        joint = self.multihead.score(samples)
+        joint = self.shared.score(samples)
         out: list[list[Score]] = [[] for _ in range(self.k)]
         for s in joint:
-            for j, head in enumerate(self.multihead.head_names):
+            for j, head in enumerate(self.shared.head_names):
                 value = s.components.get(head)
                 if value is None or not math.isfinite(value):
                     out[j].append(s if not s.ok else Score.from_error(
@@ -228,8 +254,8 @@ class EnsembleScorer(Scorer):
     def close(self) -> None:
         for m in self.members:
             m.close()
-        if self.multihead is not None:
-            self.multihead.close()
+        if self.shared is not None:
+            self.shared.close()
 
 
 def _build_member(spec: Any, i: int) -> Scorer:
@@ -253,3 +279,123 @@ def _build_member(spec: Any, i: int) -> Scorer:
             raise ConfigError(f"members[{i}]: {exc}") from exc
     raise ConfigError(f"members[{i}] must be a reward name, a Scorer, or a mapping with "
                       f"`reward`; got {type(spec).__name__}")
+
+
+# -- trained ensembles: model=DIR ---------------------------------------------------------------
+
+def _manifest(model: str) -> dict[str, Any]:
+    """``DIR/rewardkit.json`` of a local folder (``{}`` for a hub id or a folder without it)."""
+    from .loading import SIDECAR, ModelLoadError
+
+    path = Path(model) / SIDECAR
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ModelLoadError(f"{str(path)!r} could not be read as JSON ({exc}); expected the "
+                             "manifest of a trained ensemble or a K-head model's sidecar") \
+            from exc
+    if not isinstance(data, dict):
+        raise ModelLoadError(f"{str(path)!r} must hold a JSON object, got "
+                             f"{type(data).__name__}")
+    return data
+
+
+def _paths(manifest: Mapping[str, Any], key: str, where: str) -> list[str]:
+    from .loading import ModelLoadError
+
+    value = manifest.get(key)
+    if not isinstance(value, list) or not value or not all(
+            isinstance(v, str) and v for v in value):
+        raise ModelLoadError(f"{where}: `{key}` must be a non-empty list of paths relative to "
+                             f"the manifest's folder, got {value!r}")
+    return value
+
+
+def load_trained(model: str, adapters: Sequence[str] | None, heads: int | None,
+                 model_options: Mapping[str, Any] | None) -> tuple[Any, list[Scorer], list[str]]:
+    """``(shared scorer or None, member Scorers, member names)`` of ``model=DIR`` (see the
+    module docstring)."""
+    from .loading import SIDECAR, ModelLoadError
+
+    options = dict(model_options or {})
+    root = Path(str(model))
+    where = f"{str(root / SIDECAR)!r}"
+    members: list[Scorer] = []
+    shared: Any = None
+    if adapters is not None:
+        if isinstance(adapters, (str, Path)) or not adapters:
+            raise ConfigError("adapters must be a non-empty list of LoRA adapter folders")
+        shared = _construct("lora", model=str(model), adapters=[str(a) for a in adapters],
+                            **options)
+        names = list(shared.head_names)
+    else:
+        manifest = _manifest(str(model))
+        kind = manifest.get("kind")
+        if kind == "rm_ensemble":
+            form = manifest.get("form")
+            rel = _paths(manifest, "members", where)
+            member_dirs = [str(root / p) for p in rel]
+            names = manifest.get("names") or [f"member_{i}" for i in range(len(rel))]
+            if not isinstance(names, list) or len(names) != len(rel):
+                raise ModelLoadError(f"{where}: `names` must list one name per member "
+                                     f"({len(rel)}), got {names!r}")
+            names = [str(n) for n in names]
+            if form == "models":
+                for i, d in enumerate(member_dirs):
+                    if not Path(d).is_dir():
+                        raise ModelLoadError(
+                            f"{where}: members[{i}] {rel[i]!r} → {d!r} does not exist; expected "
+                            "a reward model folder (config.json, weights, tokenizer) written by "
+                            "`rewardkit train rm`")
+                members = [_construct("models", model=d, name=n, **options)
+                           for d, n in zip(member_dirs, names)]
+            elif form == "lora":
+                base = manifest.get("base")
+                if not isinstance(base, str) or not base:
+                    raise ModelLoadError(f"{where}: form 'lora' needs `base`, the base model "
+                                         f"(path or hub id) the adapters were trained on; got "
+                                         f"{base!r}")
+                if not Path(base).is_absolute() and (root / base).exists():
+                    base = str(root / base)
+                adapter_rel = _paths(manifest, "adapters", where)
+                if len(adapter_rel) != len(rel):
+                    raise ModelLoadError(f"{where}: {len(adapter_rel)} adapters for "
+                                         f"{len(rel)} members; give one adapter per member")
+                from .lora_members import check_adapter_dir, manifest_sidecar
+
+                dirs = [str(check_adapter_dir(root / a, f"{where}: adapters[{i}] {a!r}"))
+                        for i, a in enumerate(adapter_rel)]
+                existing = [d for d in member_dirs if Path(d).is_dir()]
+                shared = _construct("lora", model=base, adapters=dirs, names=names,
+                                    sidecar=manifest_sidecar(existing), **options)
+            else:
+                raise ModelLoadError(f"{where}: `form` must be 'models' (K reward models) or "
+                                     f"'lora' (one base and K adapters), got {form!r}")
+        else:  # rm_heads, or any single classifier: its heads are the members
+            from .multihead import MultiHeadRewardScorer
+
+            shared = MultiHeadRewardScorer(str(model), heads=heads, **options)
+            names = list(shared.head_names)
+    if heads is not None and heads != len(names):
+        raise ModelLoadError(f"{str(model)!r} has {len(names)} members, not heads={heads}; "
+                             "leave `heads` out to read every member")
+    return shared, members, names
+
+
+def _construct(form: str, **kwargs: Any) -> Any:
+    """A member model, with an unknown model option turned into a ConfigError."""
+    if form == "lora":
+        from .lora_members import LoraMembersScorer as cls
+    else:
+        from .reward_model import RewardModelScorer as cls
+    import inspect
+
+    try:
+        inspect.signature(cls).bind(**kwargs)
+    except TypeError as exc:
+        from ..registry import _accepted_options
+
+        raise ConfigError(f"model_options: {exc}; accepted: {_accepted_options(cls)}") from exc
+    return cls(**kwargs)

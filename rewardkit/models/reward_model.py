@@ -94,8 +94,7 @@ class RewardModelScorer(Scorer):
         self.device, self.dtype = resolve_device_dtype(device, dtype)
         config = load_config(model, trust_remote_code)
         self.tokenizer = load_tokenizer(model, tokenizer, pad_token, trust_remote_code)
-        self.model = load_classifier(model, "sequence", self.device, self.dtype,
-                                     trust_remote_code, config)
+        self.model = self._load_model(model, config, trust_remote_code)
         if self.model.config.pad_token_id is None:
             self.model.config.pad_token_id = self.tokenizer.pad_token_id
         self.max_length = max_length or min(int(self.tokenizer.model_max_length or 4096), 4096)
@@ -105,6 +104,12 @@ class RewardModelScorer(Scorer):
         self.plain_format = plain_format or self.sidecar.get("plain_format",
                                                              encoding.PLAIN_FORMAT)
         return int(getattr(self.model.config, "num_labels", 1))
+
+    def _load_model(self, model: str, config: Any, trust_remote_code: bool) -> Any:
+        """The network :meth:`forward_logits` runs (a subclass may load another, e.g. a base
+        model with LoRA adapters)."""
+        return load_classifier(model, "sequence", self.device, self.dtype, trust_remote_code,
+                               config)
 
     # -- encoding and the forward pass ------------------------------------------------------------
     def encode(self, sample: Sample) -> encoding.Encoded:

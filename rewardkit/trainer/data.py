@@ -20,11 +20,21 @@ class Prompt:
     reference: Any
     ids: list[int]
     truncated: bool = False
+    row: dict[str, Any] | None = None
+    """The data row's columns, handed to the reward as ``Sample.metadata`` (as offline scoring
+    does), so a reward can read other columns, e.g. a reference completion for ``shape: par``."""
 
 
 def read_prompt_rows(location: str, prompt_field: str = "prompt",
                      reference_field: str | None = None) -> list[tuple[Text, Any]]:
-    """``(prompt, reference)`` pairs from a JSONL/JSON/CSV/Parquet file, a saved ``datasets``
+    """``(prompt, reference)`` pairs: :func:`read_prompt_records` without the rows."""
+    return [(p, r) for p, r, _ in read_prompt_records(location, prompt_field, reference_field)]
+
+
+def read_prompt_records(location: str, prompt_field: str = "prompt",
+                        reference_field: str | None = None
+                        ) -> list[tuple[Text, Any, dict[str, Any]]]:
+    """``(prompt, reference, row)`` triples from a JSONL/JSON/CSV/Parquet file, a saved ``datasets``
     folder or ``hf:NAME``. A missing prompt column is an error that names the columns seen.
 
     ``reference_field`` None picks ``reference``, else ``answer``, when the first row has it
@@ -35,7 +45,7 @@ def read_prompt_rows(location: str, prompt_field: str = "prompt",
         raise ConfigError(str(exc)) from exc
     if not rows:
         raise ConfigError(f"{location!r} holds no rows")
-    out: list[tuple[Text, Any]] = []
+    out: list[tuple[Text, Any, dict[str, Any]]] = []
     named = reference_field is not None
     if not named:
         reference_field = pick_reference_field(rows[0])
@@ -55,7 +65,7 @@ def read_prompt_rows(location: str, prompt_field: str = "prompt",
                 f"{location!r} row {i} has no {reference_field!r} field (columns: {sorted(row)});"
                 " set reference_field / --reference-field, or null for rewards without one"
             )
-        out.append((prompt, reference))
+        out.append((prompt, reference, row))
     return out
 
 
@@ -115,8 +125,8 @@ def load_prompts(location: str, tokenizer: Any, prompt_field: str = "prompt",
                  max_prompt_tokens: int | None = None) -> list[Prompt]:
     """Read and tokenise every prompt of a dataset; with ``max_prompt_tokens`` a longer prompt
     keeps its last tokens (see :func:`truncated_count`)."""
-    prompts = [Prompt(p, r, encode_prompt(tokenizer, p, chat_template))
-               for p, r in read_prompt_rows(location, prompt_field, reference_field)]
+    prompts = [Prompt(p, r, encode_prompt(tokenizer, p, chat_template), row=row)
+               for p, r, row in read_prompt_records(location, prompt_field, reference_field)]
     if max_prompt_tokens:
         for prompt in prompts:
             if len(prompt.ids) > max_prompt_tokens:

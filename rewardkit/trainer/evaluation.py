@@ -25,8 +25,9 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 
 
 def _score(scorer: Scorer, prompts: Sequence[Prompt], texts: Sequence[str], per: int) -> list[float]:
-    samples = [Sample(prompts[i // per].prompt, t, prompts[i // per].reference) for i, t in
-               enumerate(texts)]
+    samples = [Sample(prompts[i // per].prompt, t, prompts[i // per].reference,
+                      {**(prompts[i // per].row or {}), "group": i // per})
+               for i, t in enumerate(texts)]
     return [s.value for s in scorer.score(samples)]
 
 

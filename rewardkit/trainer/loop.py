@@ -224,8 +224,8 @@ class Trainer:
         # rewards with a schedule over training (the iou reward's dynamic threshold) read the
         # step from the metadata
         samples = [Sample(prompts[i // g].prompt, text, prompts[i // g].reference,
-                          {"group": i // g, "step": self.step_count,
-                           "total_steps": self.cfg.steps})
+                          {**(prompts[i // g].row or {}), "group": i // g,
+                           "step": self.step_count, "total_steps": self.cfg.steps})
                    for i, text in enumerate(rollout.texts)]
         scores = self.scorer.score(samples)
         values = [s.value - self.cfg.uncertainty_penalty * (s.uncertainty or 0.0) for s in scores]
