@@ -16,7 +16,8 @@ _OVERRIDES = {
     "model": "model", "data": "data", "eval_data": "eval_data", "output": "output_dir",
     "steps": "steps", "batch_size": "batch_size", "micro_batch_size": "micro_batch_size",
     "learning_rate": "learning_rate", "max_length": "max_length", "eval_every": "eval_every",
-    "save_every": "save_every", "seed": "seed", "device": "device",
+    "save_every": "save_every", "seed": "seed", "device": "device", "ensemble": "ensemble",
+    "ensemble_form": "ensemble_form",
 }
 
 
@@ -41,6 +42,11 @@ def _add_train(sub: Any, task: str, summary: str) -> None:
     p.add_argument("--eval-every", type=int)
     p.add_argument("--save-every", type=int)
     p.add_argument("--seed", type=int)
+    p.add_argument("--ensemble", type=int, metavar="K",
+                   help="train K members for the `ensemble` reward (rm; default 1)")
+    p.add_argument("--ensemble-form", choices=("models", "heads"),
+                   help="models: K separate runs (LoRA adapters with --lora); heads: one "
+                        "trunk with K heads")
     p.add_argument("--device", help="auto, cpu, cuda, cuda:1")
     p.add_argument("--set", action="append", default=[], type=parse_key_value,
                    metavar="KEY=VALUE", help="any train option (repeatable)")
@@ -67,8 +73,11 @@ def config_from_args(args: argparse.Namespace) -> Any:
         return RewardTrainConfig.from_file(args.config, **values)
     if args.resume and not args.model:  # the checkpoint's own options
         from ..trainer.checkpoint import find_checkpoint, load_state
+        from .train_ensemble import ENSEMBLE_CONFIG
 
-        saved = load_state(find_checkpoint(args.resume)).get("config") or {}
+        ensemble = Path(args.resume) / ENSEMBLE_CONFIG
+        saved = json.loads(ensemble.read_text()) if ensemble.is_file() else \
+            load_state(find_checkpoint(args.resume)).get("config") or {}
         return RewardTrainConfig.from_dict({**saved, **{k: v for k, v in values.items()
                                                         if v is not None}})
     return RewardTrainConfig.from_dict({k: v for k, v in values.items() if v is not None})
@@ -76,10 +85,12 @@ def config_from_args(args: argparse.Namespace) -> Any:
 
 def run_train(args: argparse.Namespace) -> int:
     try:
-        cfg = config_from_args(args)
+        cfg = config_from_args(args).validate()
         from .train import RewardTrainer
+        from .train_ensemble import ensemble_trainer, format_report
 
-        trainer = RewardTrainer(cfg, resume=args.resume)
+        trainer = ensemble_trainer(cfg, resume=args.resume) if cfg.ensemble > 1 else \
+            RewardTrainer(cfg, resume=args.resume)
     except ConfigError as exc:
         print(f"rewardkit train {args.task}: {exc}", file=sys.stderr)
         return 2
@@ -87,10 +98,18 @@ def run_train(args: argparse.Namespace) -> int:
         final = trainer.train()
     except KeyboardInterrupt:
         where = trainer.interrupt_checkpoint
-        print(f"\ninterrupted after step {trainer.step_count}; " + (
+        member = getattr(trainer, "interrupted_member", None)
+        print(f"\ninterrupted after step {trainer.step_count}" +
+              (f" of {member}" if member else "") + "; " + (
             f"checkpoint saved in {where}. Continue with --resume {cfg.output_dir}" if where else
             "no checkpoint of that step (interrupted mid-update)"), file=sys.stderr)
         return 130
+    if cfg.ensemble > 1:
+        print(format_report(final))
+        print(f"report: {cfg.output_dir}/ensemble_report.json")
+        print(f"final ensemble: {cfg.output_dir}/final — rewardkit.load(\"ensemble\", "
+              f"model=\"{cfg.output_dir}/final\")")
+        return 0
     print(" ".join(f"{k}={v:.4g}" for k, v in sorted(final.items())
                    if isinstance(v, (int, float))))
     print(f"final model: {cfg.output_dir}/final")

@@ -50,6 +50,8 @@ class PairExample:
     chosen: list[int]
     rejected: list[int]
     margin: float
+    weights: list[float] | None = None
+    """Per-head weights of this pair (bootstrap counts of a K-head ensemble), else None."""
 
 
 @dataclass
@@ -65,6 +67,10 @@ class RewardTrainer:
 
     def __init__(self, cfg: RewardTrainConfig, resume: str | Path | None = None) -> None:
         self.cfg = cfg.validate()
+        if cfg.ensemble > 1 and self.num_outputs() != cfg.ensemble:
+            raise ConfigError(f"ensemble={cfg.ensemble}: RewardTrainer trains one model; train "
+                              "an ensemble with train_reward_model(cfg) or `rewardkit train rm "
+                              "--ensemble K`")
         random.seed(cfg.seed)
         np.random.seed(cfg.seed)
         torch.manual_seed(cfg.seed)
@@ -128,7 +134,7 @@ class RewardTrainer:
         cfg = self.cfg
         cls = AutoModelForSequenceClassification if cfg.task == "rm" else \
             AutoModelForTokenClassification
-        labels = 1 if cfg.task == "rm" else 2
+        labels = self.num_outputs()
         source = checkpoint if checkpoint is not None and not cfg.lora else cfg.model
         try:
             with torch.random.fork_rng(devices=[]):
@@ -144,12 +150,22 @@ class RewardTrainer:
         for module in model.modules():  # deterministic forward passes, as the policy trainer
             if isinstance(module, torch.nn.Dropout):
                 module.p = 0.0
+        if checkpoint is None or cfg.lora:
+            self.init_heads(model)
         model.to(self.device)
         if cfg.lora:
             model = self._add_lora(model)
             if checkpoint is not None:
                 ckpt.load_model_weights(model, checkpoint, uses_lora=True)
         return model
+
+    def num_outputs(self) -> int:
+        """Outputs of the new head: one reward (rm) or two classes (prm)."""
+        return 1 if self.cfg.task == "rm" else 2
+
+    def init_heads(self, model: Any) -> None:
+        """Hook on a freshly built model before LoRA and training (the ensemble form re-seeds
+        each head); the default keeps ``from_pretrained``'s initialisation."""
 
     def _add_lora(self, model: Any) -> Any:
         from peft import LoraConfig, get_peft_model
@@ -163,7 +179,8 @@ class RewardTrainer:
         except ValueError as exc:
             raise ConfigError(f"lora_target_modules {cfg.lora_target_modules!r}: {exc}") from exc
 
-    def _split(self, rows: list[Any]) -> tuple[list[Any], list[Any]]:
+    def _split(self, rows: list[Any], seed: int | None = None) -> tuple[list[Any], list[Any]]:
+        """Training and held-out rows; ``seed`` (default ``cfg.seed``) draws the split."""
         cfg = self.cfg
         if cfg.eval_data:
             held = read_pairs(cfg.eval_data, cfg.margin_field) if cfg.task == "rm" else \
@@ -173,7 +190,7 @@ class RewardTrainer:
         if n_eval == 0:
             return rows, []
         order = list(range(len(rows)))
-        random.Random(cfg.seed).shuffle(order)
+        random.Random(cfg.seed if seed is None else seed).shuffle(order)
         held = set(order[:n_eval])
         return [r for i, r in enumerate(rows) if i not in held], [rows[i] for i in sorted(held)]
 
@@ -386,8 +403,13 @@ class RewardTrainer:
 
 
 def train_reward_model(cfg: RewardTrainConfig, resume: str | Path | None = None
-                       ) -> dict[str, float]:
-    """Python API: train as the config says; returns the final held-out metrics."""
+                       ) -> dict[str, Any]:
+    """Python API: train as the config says; returns the final held-out metrics, or with
+    ``ensemble`` ≥ 2 the ensemble's report (see :mod:`rewardkit.models.train_ensemble`)."""
+    if cfg.validate().ensemble > 1:
+        from .train_ensemble import ensemble_trainer
+
+        return ensemble_trainer(cfg, resume=resume).train()
     return RewardTrainer(cfg, resume=resume).train()
 
 

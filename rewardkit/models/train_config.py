@@ -12,6 +12,7 @@ from ..compose import ConfigError, read_config_file
 from ..trainer.config import SCHEDULES, _choice, _conform, _describe_type
 
 TASKS = ("rm", "prm")
+ENSEMBLE_FORMS = ("models", "heads")
 PRM_LAYOUTS = ("separator", "step_token")
 
 
@@ -101,6 +102,24 @@ class RewardTrainConfig:
     seed: int = 0
     """Seeds the head's initialisation, the data order and the held-out split."""
 
+    ensemble: int = 1
+    """rm: train K reward models that differ, for the ``ensemble`` reward (deep ensembles,
+    Lakshminarayanan et al. 2017; reward-model ensembles against over-optimisation, Coste et al.
+    2023, "Reward Model Ensembles Help Mitigate Overoptimization"). 1 = one ordinary model.
+    Member *i* uses seed ``seed + i`` (head/adapter initialisation, data order); the held-out
+    split is drawn once with ``seed`` and is the same for every member."""
+    ensemble_form: str = "models"
+    """With ``ensemble`` ≥ 2: ``models`` — K separate trainings in ``output_dir/member_i``
+    (with ``lora``, K LoRA adapters on one frozen base); ``heads`` — one trunk with K linear
+    heads trained jointly, one forward pass per pair for all K (the shared-trunk ensemble of
+    Zhang et al. 2024, "Improving Reinforcement Learning from Human Feedback with Efficient
+    Reward Model Ensemble")."""
+    bootstrap: bool = True
+    """With ``ensemble`` ≥ 2: member (or head) *i* trains on its own bootstrap resample of the
+    training pairs — n pairs drawn with replacement, seeded from ``seed + i`` (bagging, as
+    Lakshminarayanan et al. 2017 and Coste et al. 2023 discuss); with ``heads`` each head
+    weights each pair by its draw count. False: the same pairs, different seeds only."""
+
     eval_every: int = 50
     """Evaluate on the held-out rows every N steps (and at the end); 0 only at the end."""
     eval_batch_tokens: int = 16384
@@ -128,6 +147,14 @@ class RewardTrainConfig:
         _choice("task", self.task, TASKS)
         _choice("layout", self.layout, PRM_LAYOUTS)
         _choice("lr_schedule", self.lr_schedule, SCHEDULES)
+        _choice("ensemble_form", self.ensemble_form, ENSEMBLE_FORMS)
+        if self.ensemble < 1:
+            raise ConfigError(f"ensemble must be at least 1 (1 = one model, K >= 2 = K "
+                              f"members), got {self.ensemble}")
+        if self.ensemble > 1 and self.task != "rm":
+            raise ConfigError(f"ensemble={self.ensemble} trains reward-model (task rm) "
+                              f"ensembles; task {self.task} has none: set ensemble: 1, or "
+                              "train K process reward models with different seeds")
         if not self.model:
             raise ConfigError("no model: pass --model PATH_OR_ID (a base model or a classifier)")
         if not self.data:
