@@ -1,0 +1,97 @@
+"""The over-optimisation experiment script (examples/overoptimisation.py): its data, its summary
+of a run, and a tiny end-to-end run of all four rewards from the same start."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _module():
+    spec = importlib.util.spec_from_file_location("overoptimisation_example",
+                                                  ROOT / "examples" / "overoptimisation.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_pairs_set_the_right_sum_against_a_slip_and_noise_swaps_them(tmp_path):
+    exp = _module()
+    paths = exp.build_data(tmp_path, pairs=200, noise=0.0, seed=0)
+    rows = [json.loads(line) for line in open(paths["pairs"])]
+    assert len(rows) == 200 and len({r["prompt"] for r in rows}) == 200
+    for r in rows:
+        a, b = map(int, r["prompt"].rstrip("=").split("+"))
+        assert r["chosen"] == str(a + b) and int(r["rejected"]) - (a + b) in (
+            10, -1, 1, -10, 11, 9)
+    train_prompts = {json.loads(line)["prompt"] for line in open(exp.ARITH / "train.jsonl")}
+    held = [json.loads(line) for line in open(paths["heldout"])]
+    assert not {r["prompt"] for r in held} & train_prompts   # held-out prompts never trained on
+    noisy = [json.loads(line) for line in open(exp.build_data(tmp_path / "n", 400, 0.5, 0)[
+        "pairs"])]
+    swapped = sum(1 for r in noisy if r["chosen"] != str(sum(map(int, r["prompt"].rstrip(
+        "=").split("+")))))
+    assert 140 < swapped < 260
+
+
+def test_summary_finds_the_best_gold_and_how_far_it_fell():
+    exp = _module()
+    points = [{"step": 0, "proxy": -1.0, "gold": 0.3, "kl": 0.0},
+              {"step": 10, "proxy": 0.0, "gold": 0.5, "kl": 0.2},
+              {"step": 20, "proxy": 2.0, "gold": 0.1, "kl": 1.5}]
+    s = exp.summarise(points)
+    assert (s["gold_best"], s["best_step"], s["kl_at_best"]) == (0.5, 10, 0.2)
+    assert s["gold_final"] == 0.1 and s["gold_fall_after_best"] == pytest.approx(0.4)
+    assert s["proxy_rise_after_best"] == 2.0 and s["gap_final"] == pytest.approx(1.9)
+
+
+def test_tiny_run_trains_the_proxies_and_runs_all_four_rewards_from_one_start(tmp_path,
+                                                                              monkeypatch):
+    exp = _module()
+    out = tmp_path / "exp"
+    monkeypatch.setattr(sys, "argv", [
+        "overoptimisation.py", "--out", str(out), "--pairs", "48", "--rm-steps", "3",
+        "--members", "2", "--steps", "2", "--eval-every", "1", "-q"])
+    monkeypatch.setattr(exp, "run_policy", _small(exp.run_policy))
+    exp.main()
+    results = json.loads((out / "results.json").read_text())
+    assert set(results["summaries"]) == set(exp.RUNS)
+    manifest = json.loads((out / "rm_ensemble" / "final" / "rewardkit.json").read_text())
+    assert manifest["kind"] == "rm_ensemble" and len(manifest["members"]) == 2
+    starts = {n: c[0] for n, c in results["curves"].items()}
+    # the same seed and policy: every run starts from the same gold accuracy, at KL 0
+    assert len({s["gold"] for s in starts.values()}) == 1
+    assert all(s["kl"] == 0.0 and len(c) == 3 for s, c in zip(starts.values(),
+                                                               results["curves"].values()))
+    # each run optimised its own reward: the ensembles' proxies are standardised values,
+    # `min` never above `mean` on the same samples at the start
+    assert starts["min"]["proxy"] <= starts["mean"]["proxy"] + 1e-9
+    assert (out / "overoptimisation.png").stat().st_size > 10_000
+    assert "(a) single proxy RM" in (out / "results.md").read_text()
+
+
+def _small(run_policy):
+    """The experiment's runs with a smaller batch, so the test takes seconds."""
+    from rewardkit.trainer import arithmetic
+
+    original = arithmetic.task_config
+
+    def task_config(*args, **kwargs):
+        kwargs.update(batch_size=16, mini_batch_size=16, eval_max_prompts=8, eval_samples=2)
+        return original(*args, **kwargs)
+
+    def run(*args, **kwargs):
+        arithmetic.task_config = task_config
+        try:
+            return run_policy(*args, **kwargs)
+        finally:
+            arithmetic.task_config = original
+    return run
