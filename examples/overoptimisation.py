@@ -15,6 +15,8 @@ against
   (d) ``min``     the same ensemble, worst case,
 
 evaluating the gold and the training reward on held-out prompts every ``--eval-every`` steps.
+``--member-data by_slip`` trains member i on wrong answers of one slip family only, so the
+members err in different places (the single proxy is unchanged).
 It writes, under ``--out``: the data, the reward models, one run folder per reward,
 ``results.json``, ``results.md`` (the table) and ``overoptimisation.png`` (gold and proxy
 against steps and KL, all four runs). See docs/overoptimisation.md for a run's figures.
@@ -74,10 +76,68 @@ def train_reward_models(out: Path, data: dict[str, Path], args: argparse.Namespa
                   learning_rate=3e-4, chat_template=False, seed=args.seed, device="cpu",
                   eval_every=0, progress=False, plots=False, tensorboard=False)
     single = train_reward_model(RewardTrainConfig(output_dir=str(out / "rm_single"), **common))
+    if args.member_data == "by_slip":
+        return single, train_members_by_slip(out, data, args, common)
     report = train_reward_model(RewardTrainConfig(
         output_dir=str(out / "rm_ensemble"), ensemble=args.members, ensemble_form="models",
         bootstrap=True, **common))
     return single, report
+
+
+SLIP_FAMILIES = ((10,), (-10,), (-1, 1), (11, 9, 20, -20))
+"""``--member-data by_slip``: member i's wrong answers are all of family i (mod 4), so the
+members are taught different things and err in different places."""
+
+
+def train_members_by_slip(out: Path, data: dict[str, Path], args: argparse.Namespace,
+                          common: dict[str, Any]) -> dict[str, Any]:
+    """K reward models, member i on pairs whose wrong answers come from one slip family, saved
+    as the manifest ``train rm --ensemble`` writes, so ``ensemble`` loads them the same way."""
+    from rewardkit.models.loading import write_sidecar
+    from rewardkit.models.train import train_reward_model
+    from rewardkit.models.train_config import RewardTrainConfig
+    from rewardkit.trainer.arithmetic import write_jsonl
+
+    rng = random.Random(args.seed + 1)
+    prompts = [json.loads(line) for line in open(data["pairs"])]
+    root = out / "rm_ensemble"
+    for i in range(args.members):
+        family = SLIP_FAMILIES[i % len(SLIP_FAMILIES)]
+        rows = []
+        for row in prompts:
+            right = int(sum(int(t) for t in row["prompt"].rstrip("=").split("+")))
+            wrong = right + rng.choice(family)
+            rows.append({"prompt": row["prompt"], "chosen": str(right),
+                         "rejected": str(wrong if wrong >= 0 else right + 10)})
+        path = root / f"pairs_{i}.jsonl"
+        write_jsonl(rows, path)
+        train_reward_model(RewardTrainConfig(**{
+            **common, "data": str(path), "seed": args.seed + i,
+            "output_dir": str(root / f"member_{i}")}))
+    final = root / "final"
+    final.mkdir(parents=True, exist_ok=True)
+    write_sidecar(final, {"kind": "rm_ensemble", "form": "models",
+                          "members": [f"../member_{i}/final" for i in range(args.members)],
+                          "names": [f"member_{i}" for i in range(args.members)]})
+    return _heldout_report(root, data["heldout"], args.members)
+
+
+def _heldout_report(root: Path, heldout: Path, k: int) -> dict[str, Any]:
+    """The figures ``train rm --ensemble`` reports, for members trained one by one."""
+    import numpy as np
+
+    import rewardkit
+    from rewardkit.models.train_ensemble import summarize
+
+    pairs = [json.loads(line) for line in open(heldout)]
+    samples = [rewardkit.Sample(p["prompt"], p["chosen"]) for p in pairs] + [
+        rewardkit.Sample(p["prompt"], p["rejected"]) for p in pairs]
+    values = np.array([[s.value for s in rewardkit.load(
+        "reward_model", model=str(root / f"member_{i}" / "final")).score(samples)]
+        for i in range(k)])
+    report = summarize(values, [f"member_{i}" for i in range(k)])
+    report["members"] = [{"accuracy": a} for a in report["member_accuracy"].values()]
+    return report
 
 
 # -- policy runs -----------------------------------------------------------------------------------
@@ -180,6 +240,10 @@ def main() -> None:
                         help="share of pairs with chosen and rejected swapped")
     parser.add_argument("--rm-steps", type=int, default=500)
     parser.add_argument("--members", type=int, default=4, help="K of the ensemble")
+    parser.add_argument("--member-data", choices=("bootstrap", "by_slip"), default="bootstrap",
+                        help="bootstrap: `train rm --ensemble K` (seeds + bootstrap resamples of "
+                        "the proxy's pairs); by_slip: member i's wrong answers all come from one "
+                        "slip family (+10 / -10 / ±1 / others), so members err differently")
     parser.add_argument("--penalty", choices=("uwo", "mean_minus_std"), default="uwo")
     parser.add_argument("--lam", type=float, default=1.0, help="λ of the penalty")
     parser.add_argument("--steps", type=int, default=150, help="GRPO steps of every run")
@@ -206,7 +270,7 @@ def main() -> None:
         print(f"proxy RM held-out accuracy {single['eval/accuracy']:.3f}; ensemble members "
               + ", ".join(f"{m['accuracy']:.3f}" for m in report["members"])
               + f"; ensemble mean {report['ensemble_accuracy']:.3f}; members' disagreement "
-              f"(mean std, standardised) {report['disagreement_std']:.3f}")
+              f"(mean std, standardised) {report['disagreement_std']:.3f}", flush=True)
     labels = {"single": "(a) single proxy RM", "mean": f"(b) ensemble mean, K={args.members}",
               "penalty": f"(c) ensemble {args.penalty}, λ={args.lam:g}",
               "min": f"(d) ensemble min (WCO), K={args.members}"}

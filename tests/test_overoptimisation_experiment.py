@@ -95,3 +95,31 @@ def _small(run_policy):
         finally:
             arithmetic.task_config = original
     return run
+
+
+def test_by_slip_members_each_see_one_family_of_wrong_answers(tmp_path, monkeypatch):
+    exp = _module()
+    out = tmp_path / "exp"
+    monkeypatch.setattr(sys, "argv", [
+        "overoptimisation.py", "--out", str(out), "--pairs", "40", "--rm-steps", "2",
+        "--members", "4", "--member-data", "by_slip", "--steps", "1", "--eval-every", "1",
+        "--runs", "mean", "-q"])
+    monkeypatch.setattr(exp, "run_policy", _small(exp.run_policy))
+    exp.main()
+    root = out / "rm_ensemble"
+    for i, family in enumerate(exp.SLIP_FAMILIES):
+        rows = [json.loads(line) for line in open(root / f"pairs_{i}.jsonl")]
+        offsets = {int(r["rejected"]) - int(r["chosen"]) for r in rows}
+        assert offsets <= set(family) | {10}      # 10: a negative answer moved up
+        assert len(rows) == 40
+    members = rewardkit_members(root / "final")
+    assert len(members) == 4
+    assert set(json.loads((out / "results.json").read_text())["summaries"]) == {"mean"}
+
+
+def rewardkit_members(final):
+    import rewardkit
+
+    ens = rewardkit.load("ensemble", model=str(final), normalize=False)
+    (score,) = ens.score([rewardkit.Sample("3+4=", "7")])
+    return score.components
