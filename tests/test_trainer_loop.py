@@ -374,3 +374,22 @@ def test_rewards_see_the_rows_other_columns_in_training_and_evaluation(tmp_path)
     scorer.seen.clear()
     trainer.evaluate()
     assert scorer.seen and all("reference_completion" in m and "group" in m for m in scorer.seen)
+
+
+def test_a_reward_shaped_against_the_rows_reference_completion_trains(tmp_path):
+    # `shape: center` reads each row's reference_completion: exact_match(completion) minus
+    # exact_match(the reference completion), which is right in every row, so 1 is subtracted
+    rows = [{"prompt": f"{a}+1=", "answer": str(a + 1), "reference_completion": str(a + 1)}
+            for a in range(8)]
+    data = tmp_path / "rows.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    reward = {"rewards": {"correct": {"reward": "exact_match",
+                                      "shape": {"method": "center"}}}}
+    trainer = Trainer(config(tmp_path, data=str(data), reward=reward, batch_size=8,
+                             group_size=4, steps=1))
+    trainer.step()
+    samples = [Sample(r["prompt"], c, r["answer"], {"reference_completion": r["answer"]})
+               for r in rows[:2] for c in (r["answer"], "0")]
+    assert [s.value for s in trainer.scorer.score(samples)] == [0.0, -1.0, 0.0, -1.0]
+    (missing,) = trainer.scorer.score([Sample("1+1=", "2", "2")])   # no reference completion
+    assert not missing.ok and "reference_completion" in missing.error
