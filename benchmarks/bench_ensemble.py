@@ -76,6 +76,26 @@ def run_pairs(scorers: list[tuple[str, Any]], batch, pairs: int) -> list[list[fl
     return times
 
 
+def compare(k: int, label: str, shared: Any, separate: Any, one: Any, batch, pairs: int
+            ) -> None:
+    """Warm up, check that ``shared`` and ``separate`` give the same K values, then time the
+    three scorers in alternating pairs and print every pair and the medians."""
+    for scorer in (shared, separate, one):  # warm-up
+        scorer.score(batch[:4])
+    worst = max_difference(shared.score(batch), separate.score(batch))
+    assert worst < 1e-4, f"{label}: the shared form and the {k} separate models disagree by " \
+        f"{worst}"
+    times = run_pairs([("shared", shared), ("separate", separate), ("one", one)], batch, pairs)
+    for pair, (t_sh, t_sep, t_one) in enumerate(zip(*times)):
+        print(f"K={k} {label} pair {pair + 1}: shared {t_sh * 1e3:.1f} ms, {k} separate "
+              f"{t_sep * 1e3:.1f} ms (separate/shared {t_sep / t_sh:.2f}x), one model "
+              f"{t_one * 1e3:.1f} ms (shared/one {t_sh / t_one:.2f}x)")
+    ms, mp, mo = (statistics.median(x) for x in times)
+    print(f"K={k} {label} medians: shared {ms * 1e3:.1f} ms, separate {mp * 1e3:.1f} ms, one "
+          f"{mo * 1e3:.1f} ms; separate/shared {mp / ms:.2f}x, shared/one {ms / mo:.2f}x "
+          f"(max |difference| of the K values {worst:.1e})")
+
+
 # -- the K-head comparison ------------------------------------------------------------------
 def bench_heads(k: int, args, batch, tmp: Path) -> None:
     multi = make_tiny_reward_model(tmp / f"multi{k}", num_labels=k,
@@ -85,21 +105,7 @@ def bench_heads(k: int, args, batch, tmp: Path) -> None:
     separate = rewardkit.load("ensemble", normalize=False, members=[
         {"reward": "reward_model", "options": {"model": str(p)}} for p in singles])
     one = rewardkit.load("reward_model", model=str(singles[0]))
-    for scorer in (shared, separate, one):  # warm-up
-        scorer.score(batch[:4])
-    worst = max_difference(shared.score(batch), separate.score(batch))
-    assert worst < 1e-4, f"the two forms disagree by {worst}"
-    t_shared, t_sep, t_one = run_pairs([("shared", shared), ("separate", separate),
-                                        ("one", one)], batch, args.pairs)
-    for pair in range(args.pairs):
-        print(f"K={k} pair {pair + 1}: shared {t_shared[pair] * 1e3:.1f} ms, "
-              f"{k} separate {t_sep[pair] * 1e3:.1f} ms (ratio "
-              f"{t_sep[pair] / t_shared[pair]:.2f}x), one model {t_one[pair] * 1e3:.1f} ms "
-              f"(shared/one {t_shared[pair] / t_one[pair]:.2f}x)")
-    ms, mp, mo = (statistics.median(x) for x in (t_shared, t_sep, t_one))
-    print(f"K={k} medians: shared {ms * 1e3:.1f} ms, separate {mp * 1e3:.1f} ms, one "
-          f"{mo * 1e3:.1f} ms; separate/shared {mp / ms:.2f}x, shared/one "
-          f"{ms / mo:.2f}x (max |difference| of the K values {worst:.1e})")
+    compare(k, "heads", shared, separate, one, batch, args.pairs)
     for scorer in (shared, separate, one):
         scorer.close()
 
@@ -206,21 +212,7 @@ def bench_lora(k: int, args, batch, tmp: Path, base: Path) -> None:
     lora = rewardkit.load("ensemble", **lora_options)
     separate = rewardkit.load("ensemble", **merged_options)
     one = rewardkit.load("reward_model", model=str(merged[0]))
-    for scorer in (lora, separate, one):  # warm-up
-        scorer.score(batch[:4])
-    worst = max_difference(lora.score(batch), separate.score(batch))
-    assert worst < 1e-4, f"the LoRA form and the merged models disagree by {worst}"
-    t_lora, t_sep, t_one = run_pairs([("lora", lora), ("merged", separate), ("one", one)],
-                                     batch, args.pairs)
-    for pair in range(args.pairs):
-        print(f"K={k} LoRA pair {pair + 1}: {k} adapters on one base "
-              f"{t_lora[pair] * 1e3:.1f} ms, {k} merged models {t_sep[pair] * 1e3:.1f} ms "
-              f"(merged/LoRA {t_sep[pair] / t_lora[pair]:.2f}x), one merged model "
-              f"{t_one[pair] * 1e3:.1f} ms (LoRA/one {t_lora[pair] / t_one[pair]:.2f}x)")
-    ml, mp, mo = (statistics.median(x) for x in (t_lora, t_sep, t_one))
-    print(f"K={k} LoRA medians: adapters {ml * 1e3:.1f} ms, merged {mp * 1e3:.1f} ms, one "
-          f"{mo * 1e3:.1f} ms; merged/LoRA {mp / ml:.2f}x, LoRA/one {ml / mo:.2f}x "
-          f"(max |difference| of the K values {worst:.1e})")
+    compare(k, "LoRA", lora, separate, one, batch, args.pairs)
     b_lora, b_sep, b_one = (parameter_bytes(torch_modules(s)) for s in (lora, separate, one))
     print(f"K={k} LoRA parameter bytes: one base + {k} adapters {b_lora / 2**20:.2f} MiB, "
           f"{k} merged models {b_sep / 2**20:.2f} MiB, one model {b_one / 2**20:.2f} MiB; "

@@ -13,11 +13,11 @@ median after ``--warmup`` steps.
 """
 from __future__ import annotations
 
-import argparse
 import statistics
-import tempfile
 import time
 from pathlib import Path
+
+from paired_training import compare  # benchmarks/, beside this script
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "data" / "learned"
@@ -83,27 +83,8 @@ def run_peer(steps: int, batch: int, warmup: int, workdir: str) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--pairs", type=int, default=3)
-    parser.add_argument("--steps", type=int, default=30)
-    parser.add_argument("--warmup", type=int, default=5)
-    parser.add_argument("--batch-size", type=int, default=16)
-    args = parser.parse_args()
-    ours, theirs = [], []
-    for i in range(args.pairs):
-        order = ("peer", "rewardkit") if i % 2 == 0 else ("rewardkit", "peer")
-        for who in order:
-            with tempfile.TemporaryDirectory() as workdir:
-                run = run_peer if who == "peer" else run_rewardkit
-                t = run(args.steps, args.batch_size, args.warmup, workdir)
-            (theirs if who == "peer" else ours).append(t)
-        print(f"pair {i + 1} ({' then '.join(order)}): PRMTrainer-equivalent "
-              f"{theirs[-1] * 1000:.1f} ms/step, rewardkit {ours[-1] * 1000:.1f} ms/step, "
-              f"ratio {ours[-1] / theirs[-1]:.2f}", flush=True)
-    t, o = statistics.median(theirs), statistics.median(ours)
-    print(f"\nPRM training step, batch {args.batch_size} solutions, median of {args.pairs} runs: "
-          f"peer {t * 1000:.1f} ms, rewardkit {o * 1000:.1f} ms, ratio {o / t:.2f}x "
-          "(target <= 1.0)")
+    compare(__doc__.splitlines()[0], "PRMTrainer-equivalent", run_peer, run_rewardkit, "PRM",
+            "solutions")
 
 
 if __name__ == "__main__":

@@ -13,11 +13,11 @@ Needs the ``trl`` extra. Timings on a shared machine are noisy: compare ratios f
 """
 from __future__ import annotations
 
-import argparse
 import statistics
-import tempfile
 import time
 from pathlib import Path
+
+from paired_training import compare  # benchmarks/, beside this script
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "data" / "learned"
@@ -79,26 +79,8 @@ def run_trl(steps: int, batch: int, warmup: int, workdir: str) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--pairs", type=int, default=3)
-    parser.add_argument("--steps", type=int, default=30)
-    parser.add_argument("--warmup", type=int, default=5)
-    parser.add_argument("--batch-size", type=int, default=16)
-    args = parser.parse_args()
-    ours, theirs = [], []
-    for i in range(args.pairs):
-        order = ("trl", "rewardkit") if i % 2 == 0 else ("rewardkit", "trl")
-        for who in order:
-            with tempfile.TemporaryDirectory() as workdir:
-                run = run_trl if who == "trl" else run_rewardkit
-                t = run(args.steps, args.batch_size, args.warmup, workdir)
-            (theirs if who == "trl" else ours).append(t)
-        print(f"pair {i + 1} ({' then '.join(order)}): TRL RewardTrainer "
-              f"{theirs[-1] * 1000:.1f} ms/step, rewardkit {ours[-1] * 1000:.1f} ms/step, "
-              f"ratio {ours[-1] / theirs[-1]:.2f}", flush=True)
-    t, o = statistics.median(theirs), statistics.median(ours)
-    print(f"\nRM training step, batch {args.batch_size} pairs, median of {args.pairs} runs: "
-          f"TRL {t * 1000:.1f} ms, rewardkit {o * 1000:.1f} ms, ratio {o / t:.2f}x (target <= 1.0)")
+    compare(__doc__.splitlines()[0], "TRL RewardTrainer", run_trl, run_rewardkit, "RM",
+            "pairs")
 
 
 if __name__ == "__main__":

@@ -93,9 +93,9 @@ def train_members_by_slip(out: Path, data: dict[str, Path], args: argparse.Names
                           common: dict[str, Any]) -> dict[str, Any]:
     """K reward models, member i on pairs whose wrong answers come from one slip family, saved
     as the manifest ``train rm --ensemble`` writes, so ``ensemble`` loads them the same way."""
-    from rewardkit.models.loading import write_sidecar
     from rewardkit.models.train import train_reward_model
     from rewardkit.models.train_config import RewardTrainConfig
+    from rewardkit.models.train_ensemble import write_manifest
     from rewardkit.trainer.arithmetic import write_jsonl
 
     rng = random.Random(args.seed + 1)
@@ -105,7 +105,7 @@ def train_members_by_slip(out: Path, data: dict[str, Path], args: argparse.Names
         family = SLIP_FAMILIES[i % len(SLIP_FAMILIES)]
         rows = []
         for row in prompts:
-            right = int(sum(int(t) for t in row["prompt"].rstrip("=").split("+")))
+            right = sum(int(t) for t in row["prompt"].rstrip("=").split("+"))
             wrong = right + rng.choice(family)
             rows.append({"prompt": row["prompt"], "chosen": str(right),
                          "rejected": str(wrong if wrong >= 0 else right + 10)})
@@ -114,11 +114,7 @@ def train_members_by_slip(out: Path, data: dict[str, Path], args: argparse.Names
         train_reward_model(RewardTrainConfig(**{
             **common, "data": str(path), "seed": args.seed + i,
             "output_dir": str(root / f"member_{i}")}))
-    final = root / "final"
-    final.mkdir(parents=True, exist_ok=True)
-    write_sidecar(final, {"kind": "rm_ensemble", "form": "models",
-                          "members": [f"../member_{i}/final" for i in range(args.members)],
-                          "names": [f"member_{i}" for i in range(args.members)]})
+    write_manifest(root, args.members)
     return _heldout_report(root, data["heldout"], args.members)
 
 

@@ -176,10 +176,9 @@ class EnsembleScorer(Scorer):
     # -- members ----------------------------------------------------------------------------
     @property
     def multihead(self) -> Any:
-        """The K-head model when the members are its heads, else None."""
-        from .multihead import MultiHeadRewardScorer
-
-        return self.shared if isinstance(self.shared, MultiHeadRewardScorer) else None
+        """The one model whose K outputs are the members (K heads, or one base with K LoRA
+        adapters), else None."""
+        return self.shared
 
     def member_scores(self, samples: list[Sample]) -> list[list[Score]]:
         """One list of Scores per member (``[member][sample]``)."""

@@ -42,6 +42,7 @@ import math
 from typing import Any, Mapping
 
 from ..compose import ConfigError
+from ..dataio import get_field
 from ..scorer import RewardInputError, Scorer
 from ..types import Sample, Score
 
@@ -92,15 +93,10 @@ class ShapedReward(Scorer):
     # -- references -------------------------------------------------------------------------
     def reference_of(self, sample: Sample) -> Any:
         """The sample's reference completion, or a RewardInputError naming the field."""
-        value: Any = sample.metadata or {}
-        if self.reference_field in value:
-            value = value[self.reference_field]
-        else:
-            for part in self.reference_field.split("."):
-                if not isinstance(value, Mapping) or part not in value:
-                    value = None
-                    break
-                value = value[part]
+        try:
+            value = get_field(sample.metadata or {}, self.reference_field)
+        except KeyError:
+            value = None
         if value is None:
             raise RewardInputError(
                 f"no reference completion: shaping {self.method!r} needs "

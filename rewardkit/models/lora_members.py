@@ -16,19 +16,18 @@ writes. The base is loaded with ``AutoModelForSequenceClassification`` and ``num
 (a causal LM base gets a fresh head, which every adapter replaces with its own).
 
 Inputs are encoded exactly as ``reward_model`` encodes them (same chat template, plain format,
-truncation, token-budget batches): this class is a :class:`RewardModelScorer` whose network is
-the adapted base model, so member *i* scores what the merged model of adapter *i* scores.
+truncation, token-budget batches): this class is the K-head scorer
+(:class:`~rewardkit.models.multihead.MultiHeadRewardScorer`) whose network is the adapted base
+model, so member *i* scores what the merged model of adapter *i* scores.
 """
 from __future__ import annotations
 
-import math
 import threading
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..types import Sample, Score
 from .loading import ModelLoadError, read_sidecar
-from .reward_model import RewardModelScorer
+from .multihead import MultiHeadRewardScorer
 
 ADAPTER_CONFIG = "adapter_config.json"
 
@@ -47,12 +46,13 @@ def check_adapter_dir(path: str | Path, where: str) -> Path:
     return p
 
 
-class LoraMembersScorer(RewardModelScorer):
+class LoraMembersScorer(MultiHeadRewardScorer):
     """One base model with K LoRA adapters, read as K rewards.
 
     ``score`` gives one Score per sample whose ``components`` hold each member's logit under
     its name and whose ``value`` is their mean (the ``ensemble`` reward combines them
-    properly), as :class:`~rewardkit.models.multihead.MultiHeadRewardScorer` does for heads.
+    properly), as :class:`~rewardkit.models.multihead.MultiHeadRewardScorer` does for heads:
+    it is that scorer with K adapter passes in place of K heads.
 
     Args:
         model: the base model (local folder or hub id) the adapters were trained on.
@@ -131,7 +131,7 @@ class LoraMembersScorer(RewardModelScorer):
         return net.to(self.device).eval()
 
     # -- scoring ----------------------------------------------------------------------------
-    def member_logits(self, encoded: Sequence[Any]) -> list[list[float]]:
+    def head_logits(self, encoded: Sequence[Any]) -> list[list[float]]:
         """K logits per encoded sample: one pass of the base per adapter (the adapter switch is
         a lock-guarded state of the shared model)."""
         rows: list[list[float]] = [[] for _ in encoded]
@@ -141,18 +141,6 @@ class LoraMembersScorer(RewardModelScorer):
                 for i, v in enumerate(self.logits(encoded)):
                     rows[i].append(v)
         return rows
-
-    def score_batch(self, samples: list[Sample]) -> list[Score]:
-        scores, encoded, where = self.encode_batch(samples)
-        for i, e, row in zip(where, encoded, self.member_logits(encoded) if encoded else []):
-            components = dict(zip(self.head_names, row))
-            if not all(math.isfinite(v) for v in row):
-                scores[i] = Score.from_error(f"the model returned {row}", self.error_value,
-                                             kind="nan")
-                scores[i].components = components
-                continue
-            scores[i] = Score(sum(row) / len(row), components, info={**e.info()})
-        return [s for s in scores if s is not None]
 
 
 def trunk_tensors(model: Any) -> int:

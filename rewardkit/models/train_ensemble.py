@@ -256,21 +256,28 @@ class ModelsEnsembleTrainer:
         return record
 
     def _write_manifest(self) -> Path:
-        from transformers import AutoTokenizer
+        return write_manifest(self.output, self.cfg.ensemble,
+                              base=self.cfg.model if self.cfg.lora else None)
 
-        cfg, k = self.cfg, self.cfg.ensemble
-        final = self.output / "final"
-        final.mkdir(parents=True, exist_ok=True)
-        AutoTokenizer.from_pretrained(self.output / "member_0" / "final").save_pretrained(final)
-        manifest: dict[str, Any] = {
-            "kind": "rm_ensemble", "form": "lora" if cfg.lora else "models",
-            "members": [f"../member_{i}/final" for i in range(k)],
-            "names": [f"member_{i}" for i in range(k)]}
-        if cfg.lora:
-            manifest["base"] = cfg.model
-            manifest["adapters"] = [f"../member_{i}/final/adapter" for i in range(k)]
-        write_sidecar(final, manifest)
-        return final
+
+def write_manifest(output: str | Path, k: int, base: str | None = None) -> Path:
+    """``OUTPUT/final``: the manifest of the K members in ``OUTPUT/member_i/final`` (LoRA
+    adapters of ``base`` when it is given) and member 0's tokenizer, as ``ensemble`` loads it."""
+    from transformers import AutoTokenizer
+
+    output = Path(output)
+    final = output / "final"
+    final.mkdir(parents=True, exist_ok=True)
+    AutoTokenizer.from_pretrained(output / "member_0" / "final").save_pretrained(final)
+    manifest: dict[str, Any] = {
+        "kind": "rm_ensemble", "form": "lora" if base is not None else "models",
+        "members": [f"../member_{i}/final" for i in range(k)],
+        "names": [f"member_{i}" for i in range(k)]}
+    if base is not None:
+        manifest["base"] = base
+        manifest["adapters"] = [f"../member_{i}/final/adapter" for i in range(k)]
+    write_sidecar(final, manifest)
+    return final
 
 
 # -- form "heads": K heads on one trunk --------------------------------------------------------
