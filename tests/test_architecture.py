@@ -1,7 +1,7 @@
 """The layout of docs/architecture.md holds: every import of the package (top-level or inside a
 function) is parsed and checked against the rooms table there.
 
-- no import circle between rooms;
+- no import circle between rooms, nor between the modules of one room;
 - ``models`` and ``trainer`` do not import each other;
 - no private name (``_x``, or a ``_module``) is imported from another room;
 - each room imports only the rooms the table allows;
@@ -30,6 +30,7 @@ class Import:
     line: int
     local: bool  # inside a function
     reason: bool  # a ``# deferred:`` comment on the line or the line above
+    typing_only: bool = False  # under ``if TYPE_CHECKING:``: read by type checkers, never run
 
 
 def project_modules() -> dict[str, Path]:
@@ -53,6 +54,11 @@ def _imports_of(module: str, path: Path) -> list[Import]:
     in_function = {id(node) for fn in ast.walk(tree)
                    if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
                    for node in ast.walk(fn) if isinstance(node, (ast.Import, ast.ImportFrom))}
+    typing_only = {id(node) for block in ast.walk(tree)
+                   if isinstance(block, ast.If) and ast.unparse(block.test) in
+                   ("TYPE_CHECKING", "typing.TYPE_CHECKING")
+                   for stmt in block.body for node in ast.walk(stmt)
+                   if isinstance(node, (ast.Import, ast.ImportFrom))}
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     out = []
     for node in ast.walk(tree):
@@ -76,7 +82,7 @@ def _imports_of(module: str, path: Path) -> list[Import]:
             while target not in MODULES and "." in target:
                 target = target.rpartition(".")[0]
             out.append(Import(module, target, name, node.lineno, id(node) in in_function,
-                              "# deferred" in near))
+                              "# deferred" in near, id(node) in typing_only))
     return out
 
 
@@ -127,6 +133,16 @@ def room_edges(imports: list[Import]) -> dict[str, set[str]]:
     return edges
 
 
+def module_edges(imports: list[Import]) -> dict[str, set[str]]:
+    """Module -> the project modules it imports, at the top or inside a function (an import
+    under ``if TYPE_CHECKING:`` never runs, so it makes no circle)."""
+    edges: dict[str, set[str]] = {}
+    for imp in imports:
+        if imp.module != imp.target and not imp.typing_only:
+            edges.setdefault(imp.module, set()).add(imp.target)
+    return edges
+
+
 def find_cycle(edges: dict[str, set[str]]) -> list[str] | None:
     """One circle of the graph, or None."""
     state: dict[str, int] = {}
@@ -168,6 +184,17 @@ def test_every_module_is_in_a_room_and_the_table_is_not_empty():
 def test_no_import_circle_between_rooms():
     cycle = find_cycle(room_edges(IMPORTS))
     assert cycle is None, "rooms import each other in a circle: " + " -> ".join(cycle)
+
+
+def test_no_import_circle_between_the_modules_of_a_room():
+    """Inside a room too, modules import one way: a function-local import back into a module
+    that imports this one is a circle as well (it only hides until the function runs)."""
+    cycle = find_cycle(module_edges(IMPORTS))
+    if cycle:
+        steps = [next(_where(i) for i in IMPORTS if i.module == a and i.target == b
+                      and not i.typing_only) for a, b in zip(cycle, cycle[1:])]
+        pytest.fail("modules import each other in a circle: " + " -> ".join(cycle) +
+                    "\n" + "\n".join(steps))
 
 
 def test_the_rooms_table_itself_has_no_circle():
@@ -221,6 +248,26 @@ def test_the_checker_sees_function_local_imports_and_circles(tmp_path):
                                          None, 1, False, False)])
     assert find_cycle(edges) in (["models", "trainer", "models"],
                                  ["trainer", "models", "trainer"])
+
+
+def test_the_checker_sees_a_circle_inside_a_room_through_a_function_local_import(tmp_path):
+    """The module check can fail: ``train`` reaching ``train_ensemble`` inside a function while
+    ``train_ensemble`` imports ``train`` at the top is a circle; the same import only for type
+    checkers is not."""
+    caller, callee = tmp_path / "train.py", tmp_path / "train_ensemble.py"
+    caller.write_text("def train_reward_model(cfg):\n"
+                      "    from .train_ensemble import ensemble_trainer\n")
+    callee.write_text("from typing import TYPE_CHECKING\nfrom .train import RewardTrainer\n"
+                      "if TYPE_CHECKING:\n    from .train import train_reward_model\n")
+    imports = (_imports_of("rewardkit.models.train", caller) +
+               _imports_of("rewardkit.models.train_ensemble", callee))
+    assert [(i.local, i.typing_only) for i in imports] == [(True, False), (False, False),
+                                                          (False, True)]
+    assert find_cycle(module_edges(imports)) in (
+        ["rewardkit.models.train", "rewardkit.models.train_ensemble", "rewardkit.models.train"],
+        ["rewardkit.models.train_ensemble", "rewardkit.models.train",
+         "rewardkit.models.train_ensemble"])
+    assert find_cycle(module_edges(imports[:1] + imports[2:])) is None
 
 
 def test_every_built_in_reward_lives_in_the_home_of_its_kind():

@@ -14,7 +14,8 @@ Modules:
     learned_shaping   PAR, centring and clipping against a reference completion (``shaped``)
     data              preference and stepwise data sets (TRL, ProcessBench formats)
     train_config      the typed options of ``train rm|prm``
-    train             Bradley–Terry and per-step training on the runtime room's machinery
+    reward_trainer    Bradley–Terry and per-step training on the runtime room's machinery
+    train             ``train_reward_model``: one model or an ensemble, as the config says
     train_ensemble    ``train rm --ensemble K``: members that differ, one held-out split
     cli               ``train rm|prm`` and ``eval rm|prm``
     evaluation        RewardBench-style pairwise accuracy, ProcessBench-style first-error F1

@@ -54,7 +54,7 @@ from ..runtime.metrics import MetricsLogger
 from . import encoding
 from .loading import SIDECAR, write_sidecar
 from .multihead import HEAD_MODULES
-from .train import RewardTrainer
+from .reward_trainer import RewardTrainer
 from .train_config import RewardTrainConfig
 
 REPORT = "ensemble_report.json"

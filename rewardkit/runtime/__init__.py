@@ -4,6 +4,6 @@ resume (:mod:`.checkpoint`), seeded resumable sampling (:mod:`.sampling`), metri
 Ctrl-C (:mod:`.health`), typed config fields (:mod:`.fields`).
 
 The policy trainer (:mod:`rewardkit.trainer`) and reward-model training
-(:mod:`rewardkit.models.train`) are two recipes over this room; neither imports the other.
+(:mod:`rewardkit.models.reward_trainer`) are two recipes over this room; neither imports the other.
 Importing this package is cheap: the modules that need torch import it themselves.
 """

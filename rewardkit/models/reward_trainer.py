@@ -1,0 +1,406 @@
+"""The single-model trainer of ``rewardkit train rm|prm``: reward-model training on the runtime
+room's machinery (checkpoints, metrics, Ctrl-C, exact resume, config validation).
+
+One step reads top to bottom:
+
+    rows → encode (as the Scorer will) → forward → loss → backward (micro-batches)
+         → clip → optimizer step
+
+* rm, Bradley–Terry (Bradley & Terry 1952; Ouyang et al. 2022): chosen and rejected go through
+  one forward pass; ``loss = −log σ(r_c − r_r − m) + c·mean((r_c + r_r)²)`` with the
+  per-pair margin m (Touvron et al. 2023) and ``center_rewards_coefficient`` c (Eisenstein
+  et al. 2023), as TRL's RewardTrainer computes it.
+* prm: cross-entropy on the step marks only (every other token is −100), TRL PRMTrainer's
+  objective (Lightman et al. 2023; Wang et al. 2024).
+"""
+from __future__ import annotations
+
+import math
+import random
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from ..compose import ConfigError
+from ..console import evaluation_line, progress_output, say
+from ..runtime import checkpoint as ckpt
+from ..runtime.device import dtype_kwarg
+from ..runtime.health import deferred_sigint
+from ..runtime.metrics import MetricsLogger, plot_panels
+from ..runtime.sampling import EpochSampler
+from ..runtime.schedule import lr_factor
+from . import encoding, evaluation
+from .data import Pair, Solution, read_pairs, read_solutions
+from .loading import resolve_device_dtype, write_sidecar
+from .process_reward import encode_steps
+from .train_config import RewardTrainConfig
+
+PLOT_PANELS = (
+    ("rm_training", ("loss", "train/accuracy", "eval/accuracy")),
+    ("prm_training", ("loss", "train/step_accuracy", "eval/f1", "eval/step_accuracy")),
+)
+
+
+@dataclass
+class PairExample:
+    chosen: list[int]
+    rejected: list[int]
+    margin: float
+    weights: list[float] | None = None
+    """Per-head weights of this pair (bootstrap counts of a K-head ensemble), else None."""
+
+
+@dataclass
+class StepExample:
+    ids: list[int]
+    labels: list[int]
+    first_wrong: int
+
+
+class RewardTrainer:
+    """Train an outcome (``task="rm"``) or process (``task="prm"``) reward model.
+    ``RewardTrainer(cfg).train()`` runs it all and saves ``output_dir/final``."""
+
+    def __init__(self, cfg: RewardTrainConfig, resume: str | Path | None = None) -> None:
+        self.cfg = cfg.validate()
+        if cfg.ensemble > 1 and self.num_outputs() != cfg.ensemble:
+            raise ConfigError(f"ensemble={cfg.ensemble}: RewardTrainer trains one model; train "
+                              "an ensemble with train_reward_model(cfg) or `rewardkit train rm "
+                              "--ensemble K`")
+        random.seed(cfg.seed)
+        np.random.seed(cfg.seed)
+        torch.manual_seed(cfg.seed)
+        self.device, self.dtype = resolve_device_dtype(cfg.device, cfg.dtype)
+        # Half-precision training keeps fp32 master weights and optimizer state and runs the
+        # forwards under autocast (as the policy trainer does): AdamW on bf16 weights loses
+        # almost every small update to rounding.
+        self.compute_dtype = self.dtype
+        if self.dtype in (torch.bfloat16, torch.float16):
+            self.dtype = torch.float32
+        checkpoint = ckpt.find_checkpoint(resume) if resume is not None else None
+        self.state = ckpt.load_state(checkpoint) if checkpoint is not None else None
+        if self.state is not None:
+            ckpt.check_resume_config(self.state.get("config"), cfg.to_dict(), checkpoint)
+        self.tokenizer = self._load_tokenizer()
+        self.model = self._load_model(checkpoint)
+        rows = (read_pairs(cfg.data, cfg.margin_field) if cfg.task == "rm"
+                else read_solutions(cfg.data))
+        train_rows, eval_rows = self._split(rows)
+        self.train_examples = [self.encode(r) for r in train_rows]
+        self.eval_rows = eval_rows
+        self.eval_examples = [self.encode(r, training=False) for r in eval_rows]
+        self.sampler = EpochSampler(self.train_examples, seed=cfg.seed)
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        self.params = params
+        self.optimizer = torch.optim.AdamW(params, lr=cfg.learning_rate,
+                                           weight_decay=cfg.weight_decay)
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
+            self.optimizer, lambda step: lr_factor(step, self.cfg))
+        self.step_count = 0
+        self._updating = False
+        self.interrupt_checkpoint: Path | None = None
+        self.output = Path(cfg.output_dir)
+        self.logger = MetricsLogger(self.output, cfg.tensorboard, plots=False)
+        if self.state is not None:
+            self._restore(checkpoint)
+
+    # -- model and data ---------------------------------------------------------------------------
+    def _load_tokenizer(self) -> Any:
+        from transformers import AutoTokenizer
+
+        try:
+            tok = AutoTokenizer.from_pretrained(self.cfg.model)
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"could not load a tokenizer from {self.cfg.model!r}: {exc}") from exc
+        if tok.pad_token is None:
+            if tok.eos_token is None:
+                raise ConfigError(f"the tokenizer of {self.cfg.model!r} has neither a pad nor an "
+                                  "EOS token to pad with")
+            tok.pad_token = tok.eos_token
+        if self.cfg.task == "prm" and self.cfg.layout == "step_token" and \
+                self.cfg.step_token not in tok.get_vocab():
+            tok.add_tokens([self.cfg.step_token], special_tokens=True)
+        tok.padding_side = "right"
+        return tok
+
+    def _load_model(self, checkpoint: Path | None) -> Any:
+        from transformers import AutoModelForSequenceClassification, \
+            AutoModelForTokenClassification
+
+        cfg = self.cfg
+        cls = AutoModelForSequenceClassification if cfg.task == "rm" else \
+            AutoModelForTokenClassification
+        labels = self.num_outputs()
+        source = checkpoint if checkpoint is not None and not cfg.lora else cfg.model
+        try:
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(cfg.seed)  # the new head's initialisation
+                model = cls.from_pretrained(source, num_labels=labels,
+                                            **dtype_kwarg(self.dtype))
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"could not load {cfg.model!r} as a {cls.__name__[12:]} model: "
+                              f"{exc}") from exc
+        if model.get_input_embeddings().num_embeddings < len(self.tokenizer):
+            model.resize_token_embeddings(len(self.tokenizer), mean_resizing=False)
+        model.config.pad_token_id = self.tokenizer.pad_token_id
+        for module in model.modules():  # deterministic forward passes, as the policy trainer
+            if isinstance(module, torch.nn.Dropout):
+                module.p = 0.0
+        if checkpoint is None or cfg.lora:
+            self.init_heads(model)
+        model.to(self.device)
+        if cfg.lora:
+            model = self._add_lora(model)
+            if checkpoint is not None:
+                ckpt.load_model_weights(model, checkpoint, uses_lora=True)
+        return model
+
+    def num_outputs(self) -> int:
+        """Outputs of the new head: one reward (rm) or two classes (prm)."""
+        return 1 if self.cfg.task == "rm" else 2
+
+    def init_heads(self, model: Any) -> None:
+        """Hook on a freshly built model before LoRA and training (the ensemble form re-seeds
+        each head); the default keeps ``from_pretrained``'s initialisation."""
+
+    def _add_lora(self, model: Any) -> Any:
+        from peft import LoraConfig, get_peft_model
+
+        cfg = self.cfg
+        lora = LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout,
+                          target_modules=cfg.lora_target_modules,
+                          task_type="SEQ_CLS" if cfg.task == "rm" else "TOKEN_CLS")
+        try:
+            return get_peft_model(model, lora)
+        except ValueError as exc:
+            raise ConfigError(f"lora_target_modules {cfg.lora_target_modules!r}: {exc}") from exc
+
+    def _split(self, rows: list[Any], seed: int | None = None) -> tuple[list[Any], list[Any]]:
+        """Training and held-out rows; ``seed`` (default ``cfg.seed``) draws the split."""
+        cfg = self.cfg
+        if cfg.eval_data:
+            held = read_pairs(cfg.eval_data, cfg.margin_field) if cfg.task == "rm" else \
+                read_solutions(cfg.eval_data)
+            return rows, held
+        n_eval = int(len(rows) * cfg.eval_fraction)
+        if n_eval == 0:
+            return rows, []
+        order = list(range(len(rows)))
+        random.Random(cfg.seed if seed is None else seed).shuffle(order)
+        held = set(order[:n_eval])
+        return [r for i, r in enumerate(rows) if i not in held], [rows[i] for i in sorted(held)]
+
+    def encode(self, row: Pair | Solution, training: bool = True) -> PairExample | StepExample:
+        """Token ids exactly as ``reward_model`` / ``process_reward`` will read them."""
+        cfg, tok = self.cfg, self.tokenizer
+        if isinstance(row, Pair):
+            plain = not (cfg.chat_template and getattr(tok, "chat_template", None))
+            sides = []
+            for completion in (row.chosen, row.rejected):
+                prefix, full = encoding.render(tok, row.prompt, completion, cfg.chat_template,
+                                               cfg.plain_format)
+                sides.append(encoding.encode_text(tok, prefix, full, cfg.max_length, plain).ids)
+            return PairExample(sides[0], sides[1], row.margin)
+        enc = encode_steps(tok, row.prompt, row.steps, cfg.layout, cfg.step_separator,
+                           cfg.step_token, cfg.chat_template, None, cfg.max_length)
+        labels = [-100] * len(enc.ids)
+        marks = list(zip(enc.positions, row.labels))
+        if training and cfg.train_on_last_step_only:
+            marks = marks[-1:]
+        for pos, ok in marks:
+            labels[pos] = int(ok)
+        return StepExample(enc.ids, labels, row.first_wrong)
+
+    def autocast(self) -> Any:
+        """Autocast forwards to the configured half dtype (a no-op in fp32)."""
+        return torch.autocast(self.device.type, dtype=self.compute_dtype,
+                              enabled=self.compute_dtype != torch.float32)
+
+    # -- the step ---------------------------------------------------------------------------------
+    def loss(self, examples: Sequence[Any], denominator: float) -> tuple[torch.Tensor, dict]:
+        """This micro-batch's share of the batch loss, and its statistics."""
+        pad_id = self.tokenizer.pad_token_id
+        if self.cfg.task == "rm":
+            rows = [e.chosen for e in examples] + [e.rejected for e in examples]
+            batch = encoding.pad(rows, pad_id, self.device)
+            with self.autocast():
+                rewards = self.model(**batch, use_cache=False).logits[:, 0].float()
+            r_c, r_r = rewards.chunk(2)
+            margin = torch.tensor([e.margin for e in examples], device=self.device)
+            per_pair = -F.logsigmoid(r_c - r_r - margin)
+            if self.cfg.center_rewards_coefficient:
+                per_pair = per_pair + self.cfg.center_rewards_coefficient * (r_c + r_r) ** 2
+            stats = {"correct": (r_c > r_r).float().sum().item(),
+                     "margin": (r_c - r_r).sum().item(), "count": len(examples)}
+            return per_pair.sum() / denominator, stats
+        batch = encoding.pad([e.ids for e in examples], pad_id, self.device,
+                             labels=[e.labels for e in examples])
+        labels = batch.pop("labels")
+        with self.autocast():
+            logits = self.model(**batch, use_cache=False).logits.float()
+        loss = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=-100,
+                               reduction="sum")
+        mask = labels != -100
+        stats = {"correct": (logits.argmax(-1)[mask] == labels[mask]).float().sum().item(),
+                 "count": int(mask.sum().item())}
+        return loss / denominator, stats
+
+    def step(self) -> dict[str, float]:
+        """One optimizer step over ``batch_size`` rows in micro-batches."""
+        cfg = self.cfg
+        start = time.perf_counter()
+        examples = self.sampler.next(cfg.batch_size)
+        micro = cfg.micro_batch_size or cfg.batch_size
+        denominator = float(cfg.batch_size) if cfg.task == "rm" else float(max(1, sum(
+            sum(1 for x in e.labels if x != -100) for e in examples)))
+        self.model.train()
+        self._updating = True
+        total, sums = 0.0, {"correct": 0.0, "margin": 0.0, "count": 0.0}
+        for lo in range(0, len(examples), micro):
+            loss, stats = self.loss(examples[lo:lo + micro], denominator)
+            loss.backward()
+            total += loss.item()
+            for k, v in stats.items():
+                sums[k] += v
+        norm = torch.nn.utils.clip_grad_norm_(self.params, cfg.max_grad_norm or math.inf)
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.scheduler.step()
+        self._updating = False
+        self.step_count += 1
+        out = {"loss": total, "grad_norm": norm.item(), "lr": self.scheduler.get_last_lr()[0],
+               "time/step": time.perf_counter() - start}
+        if cfg.task == "rm":
+            out["train/accuracy"] = sums["correct"] / max(1.0, sums["count"])
+            out["train/margin"] = sums["margin"] / max(1.0, sums["count"])
+        else:
+            out["train/step_accuracy"] = sums["correct"] / max(1.0, sums["count"])
+        return out
+
+    # -- evaluation -------------------------------------------------------------------------------
+    @torch.no_grad()
+    def _forward_rows(self, rows: Sequence[list[int]]) -> list[torch.Tensor]:
+        """Logits per row (``[outputs]`` for rm, ``[tokens, outputs]`` for prm), in token-budget
+        batches."""
+        self.model.eval()
+        out: list[Any] = [None] * len(rows)
+        for idx in encoding.token_budget_batches([len(r) for r in rows],
+                                                 self.cfg.eval_batch_tokens):
+            batch = encoding.pad([rows[i] for i in idx], self.tokenizer.pad_token_id, self.device)
+            with self.autocast():
+                logits = self.model(**batch, use_cache=False).logits.float().cpu()
+            for j, i in enumerate(idx):
+                out[i] = logits[j] if logits.dim() == 2 else logits[j, :len(rows[i])]
+        return out
+
+    def evaluate(self) -> dict[str, float]:
+        """Held-out pairwise accuracy (rm) or step accuracy and ProcessBench F1 (prm)."""
+        if not self.eval_examples:
+            return {}
+        if self.cfg.task == "rm":
+            rows = [e.chosen for e in self.eval_examples] + \
+                [e.rejected for e in self.eval_examples]
+            values = [t[0].item() for t in self._forward_rows(rows)]
+            n = len(self.eval_examples)
+            correct = [float(c > r) for c, r in zip(values[:n], values[n:])]
+            return {"eval/accuracy": float(np.mean(correct)),
+                    "eval/margin": float(np.mean(np.subtract(values[:n], values[n:])))}
+        logits = self._forward_rows([e.ids for e in self.eval_examples])
+        scores, hits, count = [], 0, 0
+        for e, lg in zip(self.eval_examples, logits):
+            pos = [i for i, y in enumerate(e.labels) if y != -100]
+            probs = torch.softmax(lg[pos], -1)[:, 1]
+            scores.append(probs.tolist())
+            hits += int(((probs >= self.cfg.threshold).long() ==
+                         torch.tensor([e.labels[i] for i in pos])).sum())
+            count += len(pos)
+        bench = evaluation.processbench_block(
+            [evaluation.first_wrong(s, self.cfg.threshold) for s in scores],
+            [e.first_wrong for e in self.eval_examples])
+        return {"eval/step_accuracy": hits / max(1, count), "eval/f1": bench["f1"],
+                "eval/error_accuracy": bench["error_accuracy"],
+                "eval/correct_accuracy": bench["correct_accuracy"]}
+
+    # -- the run ----------------------------------------------------------------------------------
+    def train(self) -> dict[str, float]:
+        """Run to ``cfg.steps`` with periodic evaluation and checkpoints; Ctrl-C finishes the
+        step, saves a checkpoint and raises KeyboardInterrupt (``--resume`` continues exactly).
+        Saves ``output_dir/final`` and returns the last evaluation."""
+        from tqdm.auto import tqdm
+
+        cfg = self.cfg
+        bar = tqdm(total=cfg.steps, initial=self.step_count, disable=not cfg.progress,
+                   desc=f"train {cfg.task}")
+        last: dict[str, float] = {}
+        try:
+            with progress_output(), deferred_sigint() as stop_requested:
+                while self.step_count < cfg.steps:
+                    metrics = self.step()
+                    step = self.step_count
+                    if cfg.eval_every and step % cfg.eval_every == 0 and step < cfg.steps:
+                        metrics.update(self.evaluate())
+                        say(evaluation_line(step, metrics, self.logger.path))
+                    if step % cfg.log_every == 0 and step < cfg.steps:
+                        self.logger.log(step, metrics)
+                    if cfg.save_every and step % cfg.save_every == 0:
+                        self.save()
+                    bar.update(1)
+                    bar.set_postfix(loss=f"{metrics['loss']:.3f}")
+                    last = metrics
+                    if stop_requested():
+                        raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            bar.close()
+            self.interrupt_checkpoint = None if self._updating else self.save()
+            raise
+        bar.close()
+        last = {**last, **self.evaluate()}
+        say(evaluation_line(self.step_count, last, self.logger.path))
+        self.logger.log(self.step_count, last)
+        self.save()
+        self.save_final()
+        self.logger.close()
+        if cfg.plots:
+            self.plot()
+        return last
+
+    def plot(self) -> list[Path]:
+        """PNG curves of this task's metrics (the trainer's plotting on this task's panels)."""
+        panels = tuple(p for p in PLOT_PANELS if p[0].startswith(self.cfg.task + "_"))
+        return plot_panels(self.logger.path, self.output / "plots", panels)
+
+    def save(self) -> Path:
+        state = {"step": self.step_count, "optimizer": self.optimizer.state_dict(),
+                 "scheduler": self.scheduler.state_dict(), "sampler": self.sampler.state_dict(),
+                 "config": self.cfg.to_dict()}
+        return ckpt.save_checkpoint(self.output / "checkpoints" / f"step-{self.step_count}",
+                                    self.model, self.tokenizer, state)
+
+    def save_final(self) -> Path:
+        final = ckpt.save_final(self.output, self.model, self.tokenizer, self.cfg.lora)
+        cfg = self.cfg
+        sidecar: dict[str, Any] = {"kind": cfg.task, "chat_template": cfg.chat_template}
+        if cfg.task == "rm":
+            sidecar["plain_format"] = cfg.plain_format
+        else:
+            sidecar.update(layout=cfg.layout, separator=cfg.step_separator,
+                           step_token=cfg.step_token)
+        write_sidecar(final, sidecar)
+        return final
+
+    def _restore(self, checkpoint: Path) -> None:
+        state = self.state
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.sampler.load_state_dict(state["sampler"])
+        self.step_count = int(state["step"])
+        ckpt.set_rng_state(state["rng"])
+        self.logger.truncate_after(self.step_count)
+
+
+__all__ = ["RewardTrainer", "PairExample", "StepExample", "PLOT_PANELS"]
