@@ -27,13 +27,13 @@ import torch
 import torch.nn.functional as F
 
 from ..compose import ConfigError
-from ..console import evaluation_line, progress_output, say
+from ..console import evaluation_line, say
 from ..runtime import checkpoint as ckpt
 from ..runtime.device import dtype_kwarg
-from ..runtime.health import deferred_sigint
 from ..runtime.metrics import MetricsLogger, plot_panels
 from ..runtime.sampling import EpochSampler
 from ..runtime.schedule import lr_factor
+from ..runtime.steps import Every, run_steps
 from . import encoding, evaluation
 from .data import Pair, Solution, read_pairs, read_solutions
 from .loading import resolve_device_dtype, write_sidecar
@@ -331,34 +331,12 @@ class RewardTrainer:
         """Run to ``cfg.steps`` with periodic evaluation and checkpoints; Ctrl-C finishes the
         step, saves a checkpoint and raises KeyboardInterrupt (``--resume`` continues exactly).
         Saves ``output_dir/final`` and returns the last evaluation."""
-        from tqdm.auto import tqdm
-
         cfg = self.cfg
-        bar = tqdm(total=cfg.steps, initial=self.step_count, disable=not cfg.progress,
-                   desc=f"train {cfg.task}")
-        last: dict[str, float] = {}
-        try:
-            with progress_output(), deferred_sigint() as stop_requested:
-                while self.step_count < cfg.steps:
-                    metrics = self.step()
-                    step = self.step_count
-                    if cfg.eval_every and step % cfg.eval_every == 0 and step < cfg.steps:
-                        metrics.update(self.evaluate())
-                        say(evaluation_line(step, metrics, self.logger.path))
-                    if step % cfg.log_every == 0 and step < cfg.steps:
-                        self.logger.log(step, metrics)
-                    if cfg.save_every and step % cfg.save_every == 0:
-                        self.save()
-                    bar.update(1)
-                    bar.set_postfix(loss=f"{metrics['loss']:.3f}")
-                    last = metrics
-                    if stop_requested():
-                        raise KeyboardInterrupt
-        except KeyboardInterrupt:
-            bar.close()
-            self.interrupt_checkpoint = None if self._updating else self.save()
-            raise
-        bar.close()
+        last = run_steps(self.step, lambda: self.step_count, cfg.steps,
+                         every=Every(cfg.eval_every, cfg.log_every, cfg.save_every),
+                         evaluate=self._evaluate_during_run, log=self.logger.log,
+                         save=self.save, on_interrupt=self._save_on_interrupt,
+                         progress=cfg.progress, desc=f"train {cfg.task}", show=("loss", "loss"))
         last = {**last, **self.evaluate()}
         say(evaluation_line(self.step_count, last, self.logger.path))
         self.logger.log(self.step_count, last)
@@ -368,6 +346,14 @@ class RewardTrainer:
         if cfg.plots:
             self.plot()
         return last
+
+    def _evaluate_during_run(self, step: int, metrics: dict[str, float]) -> None:
+        metrics.update(self.evaluate())
+        say(evaluation_line(step, metrics, self.logger.path))
+
+    def _save_on_interrupt(self) -> None:
+        """No checkpoint of a step interrupted part-way through its update."""
+        self.interrupt_checkpoint = None if self._updating else self.save()
 
     def plot(self) -> list[Path]:
         """PNG curves of this task's metrics (the trainer's plotting on this task's panels)."""

@@ -22,7 +22,7 @@ import torch
 
 from .. import registry
 from ..compose import ConfigError
-from ..console import evaluation_line, hide_library_progress_bars, progress_output, say
+from ..console import evaluation_line, hide_library_progress_bars, say
 from ..diagnostics import explain_flat_rewards
 from ..scorer import Scorer
 from ..types import Sample
@@ -35,8 +35,9 @@ from .data import (PromptSampler, check_inputs, describe_reference, load_prompts
 from .distributed import Dist
 from .evaluation import evaluate
 from .generation import GenerationOptions, Rollout, concat_rollouts, generate
-from ..runtime.health import NoLearningSignal, SignalMonitor, deferred_sigint
+from ..runtime.health import NoLearningSignal, SignalMonitor
 from ..runtime.schedule import lr_factor
+from ..runtime.steps import Every, run_steps
 from .reward_refresh import refreshed_reward
 from .overoptimisation import OveroptimisationMonitor, plot_proxy_and_gold_against_kl
 from .losses import (aggregate, clipped_policy_loss, kl_penalty, logprobs_and_entropy,
@@ -457,49 +458,25 @@ class Trainer:
         update saves nothing, since the weights are part-way through a step, and the last
         periodic checkpoint stays the one to resume from (:attr:`interrupt_checkpoint` is
         None)."""
-        from tqdm.auto import tqdm
-
         cfg = self.cfg
-        last: dict[str, float] = {}
         if self.step_count == 0 and self.eval_prompts:
             self.logger.log(0, self._evaluate_and_watch({"kl": 0.0}))
-        bar = tqdm(total=cfg.steps, initial=self.step_count, disable=not (cfg.progress and
-                                                                          self.dist.is_main),
-                   desc=f"{cfg.algorithm} steps")
         self.interrupt_checkpoint = None
         try:
-            with progress_output(), deferred_sigint() as stop_requested:
-                while self.step_count < cfg.steps:
-                    self._step_start = (ckpt.rng_state(), dict(self.sampler.state_dict()))
-                    metrics = self.dist.mean_metrics(self.step())
-                    self._step_start = None
-                    step = self.step_count
-                    if self.eval_prompts and cfg.eval_every and step % cfg.eval_every == 0 \
-                            and step < cfg.steps:
-                        metrics.update(self._evaluate_and_watch(metrics))
-                    if step % cfg.log_every == 0 or step == cfg.steps:
-                        self.logger.log(step, metrics)
-                    if cfg.save_every and step % cfg.save_every == 0:
-                        self.save()
-                    self._check_signal(metrics)
-                    self.overoptimisation.raise_if_overoptimised()
-                    bar.update(1)
-                    bar.set_postfix(reward=f"{metrics.get('reward/mean', float('nan')):.3f}")
-                    last = metrics
-                    if stop_requested():
-                        raise KeyboardInterrupt
-        except KeyboardInterrupt:
-            bar.close()
-            self.interrupt_checkpoint = self._save_on_interrupt()
-            raise
+            last = run_steps(
+                self._collect_and_step, lambda: self.step_count, cfg.steps,
+                every=Every(cfg.eval_every if self.eval_prompts else 0, cfg.log_every,
+                            cfg.save_every, log_last_step=True),
+                evaluate=lambda step, metrics: metrics.update(self._evaluate_and_watch(metrics)),
+                log=self.logger.log, save=self.save, check=self._check_after_step,
+                on_interrupt=self._interrupted, progress=cfg.progress and self.dist.is_main,
+                desc=f"{cfg.algorithm} steps", show=("reward", "reward/mean"))
         except NoLearningSignal:  # the step itself finished: keep it, and what was logged
-            bar.close()
             self._step_start = None
             self.interrupt_checkpoint = self.save()
             self.logger.close()
             self._plot_overoptimisation()
             raise
-        bar.close()
         if self.eval_prompts:
             last = self._evaluate_and_watch(last)
             self.logger.log(self.step_count, last)
@@ -511,6 +488,20 @@ class Trainer:
         self.logger.close()
         self._plot_overoptimisation()
         return last
+
+    def _collect_and_step(self) -> dict[str, float]:
+        """One step, remembering where collecting started (see :meth:`_save_on_interrupt`)."""
+        self._step_start = (ckpt.rng_state(), dict(self.sampler.state_dict()))
+        metrics = self.dist.mean_metrics(self.step())
+        self._step_start = None
+        return metrics
+
+    def _check_after_step(self, metrics: dict[str, float]) -> None:
+        self._check_signal(metrics)
+        self.overoptimisation.raise_if_overoptimised()
+
+    def _interrupted(self) -> None:
+        self.interrupt_checkpoint = self._save_on_interrupt()
 
     def _plot_overoptimisation(self) -> None:
         if self.gold is not None and self.cfg.plots and self.dist.is_main:
