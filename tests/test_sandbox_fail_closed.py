@@ -16,40 +16,18 @@ import sys
 import pytest
 
 from rewardkit.sandboxes import Limits, Program, Sandbox
+from rewardkit.testing.sandbox_attacks import (NICE_PROBE, SPREAD, cgroup_weights, held_mb,
+                                               memory_cgroup_parent)
 from rewardkit.types import Sample
 from rewardkit.verifiers.code import CodeVerifier
 
 NO_CGROUP = "/nonexistent/cgroup-root"
-# Four processes of up to 40 MB each (4 MB steps), held at once for a second; each survivor
-# prints what it holds. Under a 64 MB address-space limit per process, ~100 MB together.
-SPREAD = ("import os, time\nkids = []\nfor _ in range(4):\n    pid = os.fork()\n"
-          "    if pid == 0:\n        held = []\n        try:\n            for i in range(10):\n"
-          "                b = bytearray(4 << 20)\n                b[::4096] = b'x' * len(b[::4096])\n"
-          "                held.append(b)\n        except MemoryError:\n            pass\n"
-          "        time.sleep(1.0)\n        os.write(1, f'{4 * len(held)}\\n'.encode())\n"
-          "        os._exit(0)\n    kids.append(pid)\nfor k in kids:\n    os.waitpid(k, 0)\n")
-SPREAD_LIMITS = Limits(memory_mb=64, cpu_s=5, wall_s=10)
-
-
-def held_mb(stdout: str) -> int:
-    return sum(int(x) for x in stdout.split())
-
-
-def own_memory_cgroup() -> str | None:
-    with open("/proc/self/cgroup") as fh:
-        for line in fh:
-            _, controllers, path = line.rstrip("\n").split(":", 2)
-            if "memory" in controllers.split(","):
-                return os.path.join("/sys/fs/cgroup/memory", path.lstrip("/"))
-    if os.path.exists("/sys/fs/cgroup/cgroup.controllers"):
-        with open("/proc/self/cgroup") as fh:
-            path = fh.read().strip().split(":", 2)[2]
-        return os.path.join("/sys/fs/cgroup", path.lstrip("/"))
-    return None
+SPREAD_LIMITS = Limits(memory_mb=64, cpu_s=5, wall_s=10)  # SPREAD holds ~100 MB over 4 processes
 
 
 needs_cgroups = pytest.mark.skipif(
-    os.geteuid() != 0 or not (own_memory_cgroup() and os.access(own_memory_cgroup(), os.W_OK)),
+    os.geteuid() != 0 or not (memory_cgroup_parent()
+                              and os.access(memory_cgroup_parent(), os.W_OK)),
     reason="needs root and a writable memory cgroup")
 
 
@@ -92,7 +70,7 @@ def test_enforced_limits_are_the_whole_runs():
 @pytest.mark.parametrize("isolation", ["auto", "namespaces"])
 def test_cgroups_left_by_an_earlier_sandbox_do_not_drop_the_memory_limit(isolation):
     # What a sandbox of an earlier process with the same pid leaves (a container restarted).
-    parent = own_memory_cgroup()
+    parent = memory_cgroup_parent()
     made = []
     for serial in range(40):
         path = os.path.join(parent, f"rewardkit-{os.getpid()}-{serial}")
@@ -153,40 +131,8 @@ def test_a_run_uses_at_most_max_cpus_cores_at_once():
     assert r.cpu_s <= 0.5 * r.wall_s + 0.2, (r.cpu_s, r.wall_s)
 
 
-NICE_CHILD = """
-import json, os, sys
-os.nice(max(0, 10 - os.nice(0)))  # nice 10 (or the caller's, if higher)
-from rewardkit.sandboxes import Program, Sandbox
-probe = "print(open('/proc/self/cgroup').read()); print(open('/proc/self/autogroup').read())"
-try:
-    sb = Sandbox(pool_size=1, allow_unenforced=sys.argv[1:])
-except TypeError:  # a version without the option: judged by the weight it gives
-    sb = Sandbox(pool_size=1)
-with sb:
-    r = sb.run(Program(probe))
-    weight = None
-    for line in r.stdout.splitlines():
-        parts = line.split(":", 2)
-        if len(parts) == 3 and "rewardkit-" in parts[2] and (
-                "cpu" in parts[1].split(",") or parts[1] == ""):
-            base = "/sys/fs/cgroup/cpu" if parts[1] else "/sys/fs/cgroup"
-            parent = os.path.join(base, os.path.dirname(parts[2].lstrip("/")))
-            for name in ("cpu.shares", "cpu.weight"):
-                if os.path.exists(os.path.join(parent, name)):
-                    weight = name + "=" + open(os.path.join(parent, name)).read().strip()
-                    break
-print(json.dumps({"stdout": r.stdout, "weight": weight, "nice": os.nice(0)}))
-"""
-
-
-#: The kernel's CPU weight of each nice value, -20..19 (sched_prio_to_weight).
-NICE_WEIGHT = (88761, 71755, 56483, 46273, 36291, 29154, 23254, 18705, 14949, 11916, 9548,
-               7620, 6100, 4904, 3906, 3121, 2501, 1991, 1586, 1277, 1024, 820, 655, 526, 423,
-               335, 272, 215, 172, 137, 110, 87, 70, 56, 45, 36, 29, 23, 18, 15)
-
-
 def run_at_nice_10(env: dict, opt_out: list[str]) -> dict:
-    out = subprocess.run([sys.executable, "-c", NICE_CHILD, *opt_out], capture_output=True,
+    out = subprocess.run([sys.executable, "-c", NICE_PROBE, *opt_out], capture_output=True,
                          text=True, env={**os.environ, **env}, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -196,8 +142,7 @@ def run_at_nice_10(env: dict, opt_out: list[str]) -> dict:
 def test_the_callers_niceness_weighs_on_runs_in_cgroups():
     res = run_at_nice_10({}, [])
     # One slot at nice 10 weighs what one nice-10 process does (v1: 110 of 1024; v2: 11 of 100).
-    w = NICE_WEIGHT[res["nice"] + 20]
-    assert res["weight"] in (f"cpu.shares={w}", f"cpu.weight={round(w * 100 / 1024)}"), res
+    assert res["weight"] in cgroup_weights(res["nice"]), res
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/autogroup"), reason="no autogroup scheduling")

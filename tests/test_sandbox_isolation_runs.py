@@ -6,38 +6,22 @@ import os
 import shutil
 import sys
 import sysconfig
-import threading
 import time
 
 import pytest
 
 from rewardkit.sandboxes import Limits, Program, Sandbox
+from rewardkit.testing.sandbox_attacks import (ALLOC, HOLD_FCNTL, HOLD_FLOCK, LEAK, SEE_FCNTL,
+                                               SEE_FLOCK, TOUCH, WATCH, hostile_compile,
+                                               large_gcc_file, peak_disk_usage, run_together)
 
 STDLIB_FILE = os.path.join(sysconfig.get_paths()["stdlib"], "os.py")
-HOLD_FLOCK = ("import fcntl, time\nfh = open({path!r})\ntry:\n    fcntl.flock(fh, fcntl.LOCK_EX)\n"
-              "except OSError:\n    pass\ntime.sleep(2.0)\n")
-SEE_FLOCK = ("import fcntl, time\ntime.sleep(0.8)\nfh = open({path!r})\ntry:\n"
-             "    fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)\n    print('free')\n"
-             "except BlockingIOError:\n    print('SEEN')\nexcept OSError as e:\n    print(e.errno)\n")
-HOLD_FCNTL = ("import fcntl, struct, time\nfh = open({path!r})\ntry:\n"
-              "    fcntl.fcntl(fh, fcntl.F_SETLK, struct.pack('hhqqi', fcntl.F_RDLCK, 0, 0, 0, 0))\n"
-              "except OSError:\n    pass\ntime.sleep(2.0)\n")
-SEE_FCNTL = ("import fcntl, struct, time\ntime.sleep(0.8)\nfh = open({path!r})\ntry:\n"
-             "    got = fcntl.fcntl(fh, fcntl.F_GETLK, struct.pack('hhqqi', fcntl.F_WRLCK, 0, 0, 0, 0))\n"
-             "    print('SEEN' if struct.unpack('hhqqi', got)[0] != fcntl.F_UNLCK else 'free')\n"
-             "except OSError as e:\n    print(e.errno)\n")
-WATCH = ("import ctypes, select\nlibc = ctypes.CDLL(None, use_errno=True)\n"
-         "fd = libc.inotify_init1(0o4000)\nif fd < 0:\n    print('errno', ctypes.get_errno())\n"
-         "else:\n    libc.inotify_add_watch(fd, b'/etc/passwd', 0x20)\n"
-         "    r, _, _ = select.select([fd], [], [], 2.0)\n    print('SEEN' if r else 'quiet')\n")
-TOUCH = "import time\ntime.sleep(0.8)\nopen('/etc/passwd').read()\n"
 
 
 def together(sb: Sandbox, first: str, second: str) -> tuple[str, str]:
-    with sb.start(Program(first)) as a:
-        b = sb.run(Program(second))
-        ra = a.result(10)
-    return ra.stdout.strip(), b.stdout.strip()
+    """What each of two programs run at once printed."""
+    ra, rb = run_together(sb, first, second)
+    return ra.stdout.strip(), rb.stdout.strip()
 
 
 @pytest.fixture(scope="module")
@@ -60,17 +44,6 @@ def test_a_run_cannot_watch_another_open_a_shared_file(pair):
     assert watched == "errno 38"  # ENOSYS: no inotify instance, so nothing to leak either
 
 
-# Full pipes passed over SCM_RIGHTS into a socket's own queue, with the socket itself: a cycle
-# of in-flight descriptors that outlives the run, its pages charged where it ran.
-LEAK = ("import os, socket, fcntl\na, b = socket.socketpair()\n"
-        "a.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 20)\n"
-        "for i in range(120):\n    r, w = os.pipe()\n    try:\n"
-        "        fcntl.fcntl(w, 1031, 1 << 20)\n    except OSError:\n        pass\n"
-        "    os.set_blocking(w, False)\n    try:\n        while True:\n"
-        "            os.write(w, b'x' * 65536)\n    except BlockingIOError:\n        pass\n"
-        "    socket.send_fds(a, [b'x'], [r, w])\n    os.close(r)\n    os.close(w)\n"
-        "socket.send_fds(a, [b'x'], [b.fileno()])\nprint('leaked')\n")
-ALLOC = "b = bytearray(150 << 20)\nb[::4096] = b'y' * len(b[::4096])\nprint('allocated')\n"
 CGROUP = "print(open('/proc/self/cgroup').read(), end='')\n"
 
 
@@ -93,52 +66,18 @@ def test_what_a_run_leaves_charged_does_not_count_against_the_next_run():
     assert left == []  # every run's cgroup is removed once the run is over
 
 
-HOSTILE_C = ('asm(".section .data\\n.rept 7\\n.incbin \\"PATH\\"\\n.endr\\n.text");\n'
-             "int main(){return 0;}\n")
-
-
-def _large_file() -> str | None:
-    for root, _dirs, files in os.walk("/usr/lib/gcc"):
-        for f in files:
-            p = os.path.join(root, f)
-            if not os.path.islink(p) and os.path.getsize(p) > 20 << 20:
-                return p
-    return None
-
-
-def _du(path: str) -> int:
-    total = 0
-    for root, _dirs, files in os.walk(path):
-        for f in files:
-            try:
-                total += os.lstat(os.path.join(root, f)).st_blocks * 512
-            except OSError:
-                pass
-    return total
-
-
-@pytest.mark.skipif(shutil.which("gcc") is None or _large_file() is None,
+@pytest.mark.skipif(shutil.which("gcc") is None or large_gcc_file() is None,
                     reason="needs gcc and a large file to include")
 def test_a_hostile_compile_writes_nothing_past_the_runs_disk_limit_to_the_host():
     limits = Limits(max_file_mb=64, cpu_s=30, wall_s=60)
     with Sandbox(pool_size=1) as sb:
         ok = sb.run(Program('#include <stdio.h>\nint main(){puts("hi");}\n', "c"), limits)
-        peak, stop = [0], threading.Event()
-
-        def watch() -> None:
-            while not stop.is_set():
-                peak[0] = max(peak[0], _du(sb._base))
-                time.sleep(0.02)
-
-        t = threading.Thread(target=watch, daemon=True)
-        t.start()
-        r = sb.run(Program(HOSTILE_C.replace("PATH", _large_file()), "c"), limits)
-        stop.set()
-        t.join()
+        with peak_disk_usage(sb._base) as disk:
+            r = sb.run(Program(hostile_compile(large_gcc_file()), "c"), limits)
     assert ok.status == "ok" and ok.stdout == "hi\n" and ok.compile.status == "ok"
     # 7 x a >20 MB file: the object and the binary would each pass 140 MB on the host.
     assert r.status == "compile_error"
-    assert peak[0] <= limits.max_file_mb << 20, peak[0] >> 20
+    assert disk.bytes <= limits.max_file_mb << 20, disk.bytes >> 20
 
 
 @pytest.fixture
