@@ -16,36 +16,18 @@ Needs the ``trl`` extra. Timings on a shared machine are noisy: compare ratios f
 from __future__ import annotations
 
 import statistics
-import time
-from pathlib import Path
 
-from paired_training import compare  # benchmarks/, beside this script
-
-ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT / "data" / "learned"
+from paired_training import DATA, compare, step_clock, time_reward_steps  # benchmarks/
 
 
 def run_rewardkit(steps: int, batch: int, warmup: int, workdir: str) -> float:
-    from rewardkit.models.train import RewardTrainer
-    from rewardkit.models.train_config import RewardTrainConfig
-
-    cfg = RewardTrainConfig(task="rm", model=str(DATA / "base"), data=str(DATA / "rm_train.jsonl"),
-                            eval_fraction=0.0, output_dir=workdir, steps=steps, batch_size=batch,
-                            learning_rate=1e-4, lr_schedule="constant", progress=False,
-                            tensorboard=False, plots=False, device="cpu", eval_every=0)
-    trainer = RewardTrainer(cfg)
-    times = []
-    for _ in range(steps):
-        start = time.perf_counter()
-        trainer.step()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times[warmup:])
+    return time_reward_steps("rm", steps, batch, warmup, workdir)
 
 
 def run_trl(steps: int, batch: int, warmup: int, workdir: str) -> float:
     import torch
     from datasets import load_dataset
-    from transformers import AutoModelForSequenceClassification, AutoTokenizer, TrainerCallback
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
     from trl import RewardConfig, RewardTrainer
 
     tok = AutoTokenizer.from_pretrained(DATA / "base")
@@ -56,26 +38,13 @@ def run_trl(steps: int, batch: int, warmup: int, workdir: str) -> float:
     data = load_dataset("json", data_files=str(DATA / "rm_train.jsonl"), split="train")
     data = data.select_columns(["prompt", "chosen", "rejected"])
     times: list[float] = []
-
-    class Clock(TrainerCallback):
-        """Time from one step's end to the next: the whole iteration, batch collation included
-        (rewardkit's ``step()`` also builds its batch; on_step_begin fires after the fetch)."""
-
-        last: float | None = None
-
-        def on_step_end(self, *a, **k):  # noqa: ANN002, ANN003
-            now = time.perf_counter()
-            if self.last is not None:
-                times.append(now - self.last)
-            self.last = now
-
     args = RewardConfig(output_dir=workdir, per_device_train_batch_size=batch, max_steps=steps,
                         learning_rate=1e-4, lr_scheduler_type="constant", logging_steps=10**6,
                         save_strategy="no", report_to=[], use_cpu=True, bf16=False,
                         dataloader_num_workers=0, max_length=1024, disable_tqdm=True,
                         center_rewards_coefficient=None, gradient_checkpointing=False)
     trainer = RewardTrainer(model=model, args=args, train_dataset=data, processing_class=tok,
-                            callbacks=[Clock()])
+                            callbacks=[step_clock(times)])
     trainer.train()
     return statistics.median(times[warmup:])
 

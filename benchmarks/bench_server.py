@@ -295,24 +295,15 @@ def bench_rm(pairs: int, total: int, hidden: int, layers: int, threads: int,
 
 # -- 3. load: mixed traffic for minutes, nothing lost or counted twice, memory flat -----------
 def _tree_rss_mb(pid: int) -> float:
-    """Resident memory of a process and all its descendants, in MB (Linux /proc)."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    stat = f.read()
-            except OSError:
-                continue
-            children.setdefault(int(stat[stat.rfind(")") + 2:].split()[1]), []).append(int(entry))
-    total, todo = 0, [pid]
-    while todo:
-        p = todo.pop()
-        todo.extend(children.get(p, []))
+    """Resident memory of a process and all its descendants, in MB."""
+    import psutil  # the bench extra
+
+    root = psutil.Process(pid)
+    total = 0
+    for proc in [root, *root.children(recursive=True)]:
         try:
-            with open(f"/proc/{p}/statm") as f:
-                total += int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-        except OSError:
+            total += proc.memory_info().rss
+        except psutil.NoSuchProcess:
             pass
     return total / 2 ** 20
 

@@ -57,3 +57,20 @@ def run_two_processes(script: str, tmp_path: Any) -> Any:
             break
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below ``pid``, read while ``pid`` is alive."""
+    import psutil
+
+    return [p.pid for p in psutil.Process(pid).children(recursive=True)]
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` still runs (a zombie has exited: only its parent has not reaped it)."""
+    import psutil
+
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from rewardkit.cli import main
+from tests.conftest import alive, descendants
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -118,32 +119,6 @@ def test_journal_rows_that_do_not_match_the_input_are_refused(tmp_path, capsys):
     assert "does not hold row 1 of input" in capsys.readouterr().err
 
 
-def _descendants(pid):
-    """Every process below ``pid`` (from /proc), read while ``pid`` is alive."""
-    children = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(entry.name))
-    out, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            out.append(child)
-            todo.append(child)
-    return out
-
-
-def _alive(pid):
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
-
-
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_workers_and_resource_tracker_die_when_the_main_process_is_sigkilled(tmp_path):
     write_jsonl(tmp_path / "in.jsonl", rows(4000))
@@ -156,14 +131,14 @@ def test_workers_and_resource_tracker_die_when_the_main_process_is_sigkilled(tmp
     deadline = time.time() + 60
     while time.time() < deadline and (not out.exists() or out.stat().st_size < 500):
         time.sleep(0.05)
-    kids = _descendants(proc.pid)
+    kids = descendants(proc.pid)
     assert len(kids) >= 2, "the run should have started its worker processes"
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     deadline = time.time() + 30
-    while time.time() < deadline and any(_alive(k) for k in kids):
+    while time.time() < deadline and any(alive(k) for k in kids):
         time.sleep(0.1)
-    survivors = [k for k in kids if _alive(k)]
+    survivors = [k for k in kids if alive(k)]
     for k in survivors:  # leave nothing behind even when the assertion fails
         os.kill(k, signal.SIGKILL)
     assert survivors == []

@@ -23,6 +23,7 @@ from rewardkit import Sample
 from rewardkit.integrations.remote import RemoteRewardError
 from rewardkit.server import RewardSource, ServerSettings
 from rewardkit.server.testing import running_server
+from tests.conftest import alive, descendants
 from tests.test_server_faults import _metric, _settings  # one reward "r"; a metric's value
 
 pytest.importorskip("fastapi")
@@ -165,32 +166,6 @@ def test_a_body_that_trickles_past_its_deadline_gets_408():
         assert "body_timeout_s" in reply
 
 
-def _descendants(pid: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    stat = f.read()
-            except OSError:
-                continue
-            children.setdefault(int(stat[stat.rfind(")") + 2:].split()[1]), []).append(int(entry))
-    out, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            out.append(child)
-            todo.append(child)
-    return out
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 def test_sigkill_of_the_server_takes_its_helper_processes_with_it(tmp_path):
     config = tmp_path / "serve.yaml"
     config.write_text("serve:\n  rewards:\n    em: exact_match\n    ln: tests.plugin_rewards:"
@@ -209,19 +184,19 @@ def test_sigkill_of_the_server_takes_its_helper_processes_with_it(tmp_path):
         for reward in ("em", "ln"):
             assert httpx.post(url + "/v1/score", json={"reward": reward, "samples": [
                 {"completion": "a", "reference": "a"}]}, timeout=60).status_code == 200
-        helpers = _descendants(proc.pid)
+        helpers = descendants(proc.pid)
         assert len(helpers) >= 5  # fork server, resource tracker, 2 x 2 pool processes
         proc.send_signal(signal.SIGKILL)
         proc.wait(10)
         deadline = time.monotonic() + 20
-        while any(_alive(p) for p in helpers) and time.monotonic() < deadline:
+        while any(alive(p) for p in helpers) and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert [p for p in helpers if _alive(p)] == []
+        assert [p for p in helpers if alive(p)] == []
     finally:
         if proc.poll() is None:
             proc.kill()
         for p in helpers:
-            if _alive(p):
+            if alive(p):
                 os.kill(p, signal.SIGKILL)
 
 
