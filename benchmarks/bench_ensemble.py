@@ -40,7 +40,7 @@ import rewardkit
 from rewardkit import Sample
 from rewardkit.models.loading import resolve_device_dtype
 from rewardkit.models.multihead import split_heads
-from rewardkit.testing import make_tiny_causal_lm, make_tiny_reward_model
+from rewardkit.testing import make_random_lora_adapter, make_tiny_causal_lm, make_tiny_reward_model
 
 LORA_TARGETS = ["q_proj", "v_proj", "up_proj"]
 
@@ -114,21 +114,8 @@ def bench_heads(k: int, args, batch, tmp: Path) -> None:
 def make_adapter(base: Path, out: Path, seed: int, rank: int) -> Path:
     """A peft SEQ_CLS LoRA adapter of ``base``; its LoRA matrices and head are perturbed with
     ``seed`` (a fresh LoRA is the identity, so unperturbed members would not differ)."""
-    import torch
-    from peft import LoraConfig, get_peft_model
-    from transformers import AutoModelForSequenceClassification
-
-    torch.manual_seed(seed)
-    model = AutoModelForSequenceClassification.from_pretrained(str(base), num_labels=1)
-    peft_model = get_peft_model(model, LoraConfig(
-        r=rank, lora_alpha=2 * rank, task_type="SEQ_CLS", target_modules=LORA_TARGETS))
-    gen = torch.Generator().manual_seed(1000 + seed)
-    with torch.no_grad():
-        for name, p in peft_model.named_parameters():
-            if "lora_" in name or "modules_to_save" in name:
-                p.add_(torch.randn(p.shape, generator=gen) * 0.1)
-    peft_model.save_pretrained(str(out))
-    return out
+    return make_random_lora_adapter(base, out, seed=seed, noise_seed=1000 + seed, rank=rank,
+                                    target_modules=LORA_TARGETS, scale=0.1)
 
 
 def merge_adapter(base: Path, adapter: Path, out: Path) -> Path:

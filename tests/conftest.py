@@ -74,3 +74,16 @@ def alive(pid: int) -> bool:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
+
+
+def load_script(path: Any, name: str) -> Any:
+    """A script of this checkout (``benchmarks/``, ``examples/``), imported as the module
+    ``name`` (and registered under it, as dataclasses look their module up by name)."""
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module

@@ -2,25 +2,17 @@
 every attack on a limit or on the isolation between runs must be held."""
 from __future__ import annotations
 
-import importlib.util
 import os
 import pathlib
-import sys
 
 import pytest
+
+from tests.conftest import load_script
 
 BATTERY = pathlib.Path(__file__).resolve().parent.parent / "benchmarks" / "code_attacks_limits.py"
 
 
-def load_battery():
-    spec = importlib.util.spec_from_file_location("code_attacks_limits", BATTERY)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up by name
-    spec.loader.exec_module(module)
-    return module
-
-
-battery = load_battery()
+battery = load_script(BATTERY, "code_attacks_limits")
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the battery measures a sandbox run as root")

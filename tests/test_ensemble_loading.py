@@ -17,7 +17,8 @@ import rewardkit  # noqa: E402
 from rewardkit import Sample  # noqa: E402
 from rewardkit.compose import ConfigError  # noqa: E402
 from rewardkit.models.loading import ModelLoadError  # noqa: E402
-from rewardkit.testing import make_tiny_causal_lm, make_tiny_reward_model  # noqa: E402
+from rewardkit.testing import (make_random_lora_adapter, make_tiny_causal_lm,  # noqa: E402
+                               make_tiny_reward_model)
 
 SAMPLES = [Sample("What is 2+2?", "4"), Sample("hello", "a longer answer to the prompt"),
            Sample([{"role": "user", "content": "hi"}], "there"),
@@ -31,24 +32,6 @@ def _write(directory, manifest):
     return directory
 
 
-def _lora_adapter(base, out, seed):
-    """A SEQ_CLS LoRA adapter of ``base`` whose weights are perturbed by ``seed`` (a freshly
-    initialised LoRA is the identity, so members would not differ)."""
-    from peft import LoraConfig, get_peft_model
-
-    torch.manual_seed(seed)
-    model = AutoModelForSequenceClassification.from_pretrained(str(base), num_labels=1)
-    peft_model = get_peft_model(model, LoraConfig(
-        r=4, lora_alpha=8, task_type="SEQ_CLS", target_modules=["q_proj", "v_proj", "up_proj"]))
-    gen = torch.Generator().manual_seed(100 + seed)
-    with torch.no_grad():
-        for name, p in peft_model.named_parameters():
-            if "lora_" in name or "modules_to_save" in name:
-                p.add_(torch.randn(p.shape, generator=gen) * 0.5)
-    peft_model.save_pretrained(str(out))
-    return out
-
-
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     root = tmp_path_factory.mktemp("trained-ensemble")
@@ -58,7 +41,8 @@ def trained(tmp_path_factory):
         "members": [f"../member_{i}/final" for i in range(K)],
         "names": [f"member_{i}" for i in range(K)]})
     base = make_tiny_causal_lm(root / "base", hidden_size=32, num_layers=1)
-    adapters = [_lora_adapter(base, root / f"lora_{i}" / "final" / "adapter", seed=i)
+    adapters = [make_random_lora_adapter(base, root / f"lora_{i}" / "final" / "adapter",
+                                         seed=i, noise_seed=100 + i)
                 for i in range(K)]
     lora = _write(root / "lora_ensemble", {
         "kind": "rm_ensemble", "form": "lora", "base": "../base",

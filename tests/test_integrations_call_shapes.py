@@ -10,22 +10,14 @@ import pytest
 
 import rewardkit
 from rewardkit import Sample
-from rewardkit.integrations import verl
 from rewardkit.integrations.trl import to_trl
-from rewardkit.integrations.verl import CONFIG_ENV, compute_score, compute_score_batch
+from rewardkit.integrations.verl import compute_score, compute_score_batch
 from rewardkit.normalize import NormalizeWarning
+from tests.test_integrations_verl import fresh_cache  # noqa: F401 - autouse: no config, no cache
 
 COMPOSITION = {"rewards": {"correct": {"reward": "exact_match"},
                            "short": {"reward": "regex", "weight": 0.1,
                                      "options": {"pattern": r"^\S{1,8}$"}}}}
-
-
-@pytest.fixture(autouse=True)
-def fresh_cache(monkeypatch):
-    monkeypatch.delenv(CONFIG_ENV, raising=False)
-    verl.clear_cache()
-    yield
-    verl.clear_cache()
 
 
 # -- verl: the call shapes of its reward managers ---------------------------------------------

@@ -3,20 +3,17 @@ wrote to docs/learned_figures.json (the table is rendered from that file, so a f
 hand, or a file regenerated without updating the docs, fails here)."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 from pathlib import Path
+
+from tests.conftest import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("learned_figures",
-                                                  ROOT / "benchmarks" / "learned_figures.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(ROOT / "benchmarks" / "learned_figures.py", "learned_figures")
 
 
 def test_the_docs_table_is_the_one_rendered_from_the_figures_file():

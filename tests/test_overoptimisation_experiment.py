@@ -2,12 +2,13 @@
 of a run, and a tiny end-to-end run of all four rewards from the same start."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.conftest import load_script
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
@@ -16,11 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _module():
-    spec = importlib.util.spec_from_file_location("overoptimisation_example",
-                                                  ROOT / "examples" / "overoptimisation.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(ROOT / "examples" / "overoptimisation.py", "overoptimisation_example")
 
 
 def test_pairs_set_the_right_sum_against_a_slip_and_noise_swaps_them(tmp_path):

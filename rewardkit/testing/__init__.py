@@ -245,6 +245,32 @@ def make_tiny_reward_model(
     return out
 
 
+def make_random_lora_adapter(base: str | Path, out_dir: str | Path, seed: int,
+                             noise_seed: int, rank: int = 4,
+                             target_modules: Iterable[str] = ("q_proj", "v_proj", "up_proj"),
+                             scale: float = 0.5) -> Path:
+    """Save a LoRA adapter (peft, ``SEQ_CLS``, ``lora_alpha = 2 * rank``) of the reward model
+    ``base`` whose new head is initialised under ``seed`` and whose LoRA matrices and head are
+    then perturbed by ``scale`` × N(0, 1) noise drawn with ``noise_seed``: a freshly initialised
+    LoRA is the identity, so adapters that should differ (ensemble members) must be perturbed.
+    Returns ``out_dir``. Needs the ``train`` extra (``peft``)."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForSequenceClassification
+
+    torch.manual_seed(seed)
+    model = AutoModelForSequenceClassification.from_pretrained(str(base), num_labels=1)
+    peft_model = get_peft_model(model, LoraConfig(
+        r=rank, lora_alpha=2 * rank, task_type="SEQ_CLS", target_modules=list(target_modules)))
+    gen = torch.Generator().manual_seed(noise_seed)
+    with torch.no_grad():
+        for name, p in peft_model.named_parameters():
+            if "lora_" in name or "modules_to_save" in name:
+                p.add_(torch.randn(p.shape, generator=gen) * scale)
+    peft_model.save_pretrained(str(out_dir))
+    return Path(out_dir)
+
+
 def _random_classifier(arch: str, head: str, labels: int, vocab: int, hidden: int, layers: int,
                        pad_id: int | None, eos_id: int, seed: int):  # noqa: ANN202
     import torch
