@@ -4,10 +4,10 @@ limited checker process, helpers come from the prompt, a candidate's StopIterati
 end a test's loop early, and an expected integer is compared exactly."""
 import pytest
 
-from rewardkit.types import Sample
 from rewardkit.verifiers.code import CodeVerifier, CompareOptions
 from rewardkit.verifiers.code import wire
 from rewardkit.verifiers.code.compare import text_matches, value_matches
+from tests.test_code_verdicts import _one  # one sample scored by a CodeVerifier
 
 EMPTY = "```python\npass\n```"
 ADD = "```python\ndef add(a, b):\n    return a + b\n```"
@@ -21,10 +21,6 @@ FRAME = ("import json, os, struct, time\n"
 def verifier():
     with CodeVerifier(pool_size=2, timeout=1.0) as v:
         yield v
-
-
-def _one(verifier, completion, reference, prompt=""):
-    return verifier.score([Sample(prompt, completion, reference)])[0]
 
 
 # -- tests that never run -----------------------------------------------------------------------
