@@ -1,5 +1,7 @@
-"""Public test fixtures (like ``torch.testing``): tiny models built offline, and the arithmetic
-demo task (:mod:`rewardkit.testing.arithmetic`) the README trains on.
+"""Public test fixtures (like ``torch.testing``): tiny models built offline (and random LoRA
+adapters of them), the arithmetic demo task (:mod:`rewardkit.testing.arithmetic`) the README
+trains on, and the hostile programs the code sandbox is tested against
+(:mod:`rewardkit.testing.sandbox_attacks`).
 
 Tests of the trainer adapters must run a real model and a real tokenizer, but nothing may be
 downloaded at test time. :func:`make_tiny_causal_lm` trains a byte-level BPE tokenizer on a small
