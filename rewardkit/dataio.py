@@ -272,6 +272,17 @@ def fingerprint_changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[
 
 
 # -- writing ---------------------------------------------------------------------------------
+def json_shape(value: Any) -> Any:
+    """``value`` with every tuple a list, recursively: the shape it has once written as JSON and
+    read back (a config from a checkpoint, an expected value from a data set), so two values
+    compare equal whichever way they came."""
+    if isinstance(value, (list, tuple)):
+        return [json_shape(v) for v in value]
+    if isinstance(value, dict):
+        return {k: json_shape(v) for k, v in value.items()}
+    return value
+
+
 def dumps(row: Mapping[str, Any]) -> str:
     return json.dumps(row, ensure_ascii=False, default=str)
 

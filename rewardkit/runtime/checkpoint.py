@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from ..compose import ConfigError
+from ..dataio import json_shape
 from ..diagnostics import config_changes, describe_changes
 from .device import dtype_kwarg
 
@@ -129,12 +130,12 @@ def check_resume_config(saved: dict[str, Any] | None, current: dict[str, Any],
     if not saved:
         return
     changed = [key for key in sorted(current) if key not in RESUMABLE_CHANGES
-               and key in saved and _comparable(saved[key]) != _comparable(current[key])]
+               and key in saved and json_shape(saved[key]) != json_shape(current[key])]
     if changed:
         # nested options (a composition's reward section) are named key by key
         diffs = describe_changes([c for k in changed
-                                  for c in config_changes(_comparable(saved[k]),
-                                                          _comparable(current[k]), k)],
+                                  for c in config_changes(json_shape(saved[k]),
+                                                          json_shape(current[k]), k)],
                                  "in the checkpoint", "now")
         raise ConfigError(
             f"--resume {str(checkpoint)!r}: the run was started with other options ({diffs}). "
@@ -142,15 +143,6 @@ def check_resume_config(saved: dict[str, Any] | None, current: dict[str, Any],
             "options may change), or start a new run from the checkpoint's weights with "
             f"--model {str(checkpoint)!r} and no --resume."
         )
-
-
-def _comparable(value: Any) -> Any:
-    """Tuples and lists compare equal (a config read back from a file has lists)."""
-    if isinstance(value, (list, tuple)):
-        return [_comparable(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _comparable(v) for k, v in value.items()}
-    return value
 
 
 def load_model_weights(model: Any, checkpoint: Path, uses_lora: bool) -> None:

@@ -24,6 +24,8 @@ from decimal import Decimal, InvalidOperation, localcontext
 from fractions import Fraction
 from typing import Any
 
+from rewardkit.dataio import json_shape
+
 MODES = ("exact", "whitespace", "float")
 _INTEGER = re.compile(r"[+-]?\d+")
 
@@ -105,15 +107,6 @@ def text_matches(actual: str, expected: str, options: CompareOptions) -> bool:
     return len(got) == len(want) and all(_tokens_close(a, b, options) for a, b in zip(got, want))
 
 
-def _normalise(value: Any) -> Any:
-    """Tuples as lists, recursively: JSON-borne expected values have no tuples."""
-    if isinstance(value, (list, tuple)):
-        return [_normalise(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _normalise(v) for k, v in value.items()}
-    return value
-
-
 def _values_close(a: Any, b: Any, options: CompareOptions) -> bool:
     """``a`` (returned) against ``b`` (expected)."""
     if isinstance(a, bool) or isinstance(b, bool):
@@ -149,7 +142,7 @@ def _numbers_close(a: int | float, b: int | float, options: CompareOptions) -> b
 
 def value_matches(actual: Any, expected: Any, options: CompareOptions) -> bool:
     """Whether a returned value (plain data decoded on the trusted side) equals the expected one."""
-    got, want = _normalise(actual), _normalise(expected)
+    got, want = json_shape(actual), json_shape(expected)  # JSON-borne: no tuples
     candidates = [want]
     if options.unwrap_singleton and isinstance(want, list) and len(want) == 1:
         candidates.append(want[0])
