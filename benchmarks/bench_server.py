@@ -3,11 +3,17 @@
 1. Overhead per request, ``exact_match``, one sample per request, one client after the other:
    p50/p99 latency of ``Scorer.score`` called in process vs. ``POST /v1/score`` to ``rewardkit
    serve`` (a separate process, keep-alive connection). Goal: ≤ 2 ms p50 added.
-2. A learned reward model on CPU (by default the shape of the shipped ``data/learned/base``:
-   hidden 128, 3 layers, as a random sequence classifier), every side with the same torch
-   thread count (``--torch-threads``, default 1), so that no gain comes from thread contention:
-   a. 64 concurrent clients each sending one sample per request (as OpenRLHF's rollout workers
-      do): requests/s of ``rewardkit serve`` with batching off (``--max-batch-samples 1``) vs on.
+2. A learned reward model on CPU (``--model DIR``, e.g. ``data/learned/base`` trained with
+   ``data/learned/recipe.yaml``; without it a random sequence classifier of that shape: hidden
+   128, 3 layers), scoring the 800 distinct samples of ``data/learned/rm_test.jsonl`` (prompt +
+   chosen, prompt + rejected) in turn, every side with the same torch thread count
+   (``--torch-threads``, default 1) and the tokenizer's own threads off
+   (``TOKENIZERS_PARALLELISM=false``), so that no gain comes from thread contention:
+   a. the ceiling: ``Scorer.score`` in process on batches of 1 vs of 64 — what batching can
+      gain on this machine at most; then 64 concurrent clients each sending one sample per
+      request (as OpenRLHF's rollout workers do): requests/s of ``rewardkit serve`` with
+      batching off (``--max-batch-samples 1``) vs on (``--max-batch-samples 64``, and
+      ``--max-wait-ms``, default 0), one batch in flight on both (``--concurrency 1``).
       Goal: ≥ 3×.
    b. the same against a server that scores each request as its own batch inside its handler,
       the way OpenRLHF's ``serve_rm`` does.
@@ -44,8 +50,18 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 SAMPLE = {"prompt": "What is the capital of France?", "completion": "Paris", "reference": "Paris"}
-RM_SAMPLE = {"prompt": "What is 2 + 3? Think step by step.",
-             "completion": "Two plus three: we add 2 and 3 and get 5, so the answer is 5."}
+
+
+def rm_samples() -> list[dict[str, str]]:
+    """Distinct samples for the reward model (identical ones would be scored once per batch,
+    which flatters batching): each test pair's prompt + chosen and prompt + rejected."""
+    out = []
+    with open(ROOT / "data" / "learned" / "rm_test.jsonl") as f:
+        for line in f:
+            row = json.loads(line)
+            out += [{"prompt": row["prompt"], "completion": row[side]}
+                    for side in ("chosen", "rejected")]
+    return out
 
 
 def _percentiles(values: list[float]) -> tuple[float, float]:
@@ -164,12 +180,14 @@ async def _throughput(url: str, clients: int, total: int, per_request: int = 1
     server's 5 s keep-alive timeout closes them under its feet)."""
     import aiohttp
 
-    body = json.dumps({"samples": [RM_SAMPLE] * per_request})
+    samples = rm_samples()
     values: list[float] = []
     counter = iter(range(clients))  # warm-up: one request per client
 
     async def client(http: aiohttp.ClientSession) -> None:
-        for _ in counter:
+        for i in counter:
+            body = json.dumps({"samples": [samples[(i * per_request + k) % len(samples)]
+                                           for k in range(per_request)]})
             async with http.post(url + "/v1/score", data=body,
                                  headers={"content-type": "application/json"}) as r:
                 assert r.status == 200, await r.text()
@@ -235,11 +253,13 @@ def in_process_throughput(model: str, n: int, batch: int, threads: int) -> None:
 
     torch.set_num_threads(threads)
     scorer = rewardkit.load("reward_model", model=model, device="cpu")
-    scorer.score([RM_SAMPLE] * batch)  # warm-up
+    samples = rm_samples()
+    scorer.score(samples[:batch])  # warm-up
     values: list[float] = []
     t = time.perf_counter()
-    for _ in range(n // batch):
-        values.extend(s.value for s in scorer.score([RM_SAMPLE] * batch))
+    for b in range(n // batch):
+        values.extend(s.value for s in scorer.score(
+            [samples[(b * batch + k) % len(samples)] for k in range(batch)]))
     print(json.dumps({"rate": len(values) / (time.perf_counter() - t), "values": values}))
 
 
@@ -254,34 +274,42 @@ def _in_process(model: str, env: dict[str, str], n: int, batch: int, threads: in
 
 
 def bench_rm(pairs: int, total: int, hidden: int, layers: int, threads: int,
-             clients: int, big_batch: int, big_total: int, concurrency: int) -> None:
+             clients: int, big_batch: int, big_total: int, concurrency: int,
+             model: str | None = None, max_wait_ms: float = 0) -> None:
     from rewardkit.testing import make_tiny_reward_model
 
-    env = {"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
+    env = {"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
+           "TOKENIZERS_PARALLELISM": "false"}
     conc = ("--concurrency", str(concurrency))
+    batched = ("--max-batch-samples", "64", "--max-wait-ms", f"{max_wait_ms:g}", *conc)
     with tempfile.TemporaryDirectory() as tmp:
-        model = str(make_tiny_reward_model(Path(tmp) / "rm", hidden_size=hidden,
-                                           num_layers=layers))
-        what = (f"random Qwen2 classifier, hidden {hidden}, {layers} layers, torch threads "
-                f"{threads} on every side")
+        if model is None:
+            model = str(make_tiny_reward_model(Path(tmp) / "rm", hidden_size=hidden,
+                                               num_layers=layers))
+            what = f"random Qwen2 classifier, hidden {hidden}, {layers} layers"
+        else:
+            what = f"reward model {model}"
+        what += f", torch threads {threads} on every side"
         _paired(f"2a. ceiling ({what}): what batching can gain on this machine at most — samples/s "
-                "of Scorer.score in process on batches of 1 vs of 64",
+                f"of Scorer.score in process on batches of 1 vs of 64, {total} samples",
                 ("batches of 1", "batches of 64"),
-                {"1": _in_process(model, env, 128, 1, threads),
-                 "64": _in_process(model, env, 512, 64, threads)}, pairs, 3.0, "smp/s")
+                {"1": _in_process(model, env, total, 1, threads),
+                 "64": _in_process(model, env, total, 64, threads)}, pairs, 3.0, "smp/s")
         _paired(f"2a. learned RM on CPU ({what}): {clients} concurrent clients, {total} requests "
                 "of one sample; requests/s of `rewardkit serve` with batching off "
-                "(--max-batch-samples 1) vs on (64)",
+                f"(--max-batch-samples 1) vs on (64, --max-wait-ms {max_wait_ms:g}), "
+                f"--concurrency {concurrency} on both",
                 ("batching off", "dynamic batching"),
-                {"off": _served(_rm_cmd(model, "--max-batch-samples", "1", *conc), env, clients, total),
-                 "on": _served(_rm_cmd(model, "--max-batch-samples", "64", *conc), env, clients, total)},
+                {"off": _served(_rm_cmd(model, "--max-batch-samples", "1", *conc), env, clients,
+                                total),
+                 "on": _served(_rm_cmd(model, *batched), env, clients, total)},
                 pairs, 3.0, "req/s")
         _paired(f"2b. the same, peer: each request scored as its own batch in its handler (as "
                 "OpenRLHF's serve_rm) vs `rewardkit serve`",
                 ("one request one batch", "dynamic batching"),
                 {"peer": _served([sys.executable, __file__, "--serve-peer", model], env, clients,
                                  total),
-                 "on": _served(_rm_cmd(model, "--max-batch-samples", "64", *conc), env, clients, total)},
+                 "on": _served(_rm_cmd(model, *batched), env, clients, total)},
                 pairs, 3.0, "req/s")
         _paired(f"2c. large batches ({what}): samples/s of Scorer.score on batches of {big_batch} "
                 f"in process vs one client sending requests of {big_batch} samples to "
@@ -436,6 +464,10 @@ def main() -> None:
                         help="torch threads (OMP_NUM_THREADS) of every side")
     parser.add_argument("--concurrency", type=int, default=1,
                         help="RM: batches in flight per server (both sides of 2a and 2b)")
+    parser.add_argument("--model", help="RM: a trained reward model folder (default: a random "
+                                        "classifier of --hidden and --layers)")
+    parser.add_argument("--max-wait-ms", type=float, default=0,
+                        help="RM: --max-wait-ms of the batching server")
     parser.add_argument("--skip-rm", action="store_true")
     parser.add_argument("--load-minutes", type=float, default=0,
                         help="also run the mixed load (math/code/RM) for this many minutes")
@@ -456,7 +488,8 @@ def main() -> None:
         bench_overhead(args.pairs, args.requests)
     if not args.skip_rm:
         bench_rm(args.pairs, args.rm_requests, args.hidden, args.layers, args.torch_threads,
-                 args.rm_clients, args.big_batch, args.big_samples, args.concurrency)
+                 args.rm_clients, args.big_batch, args.big_samples, args.concurrency,
+                 args.model, args.max_wait_ms)
     if args.load_minutes:
         bench_load(args.load_minutes, args.load_clients, args.hidden, args.layers)
 
