@@ -172,10 +172,17 @@ def serve_peer(model: str) -> None:
     uvicorn.run(app, host="127.0.0.1", port=0, log_level="info", access_log=False)
 
 
-async def _throughput(url: str, clients: int, total: int, per_request: int = 1
-                      ) -> tuple[float, list[float]]:
+def _cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) a process has used so far, all its threads (Linux /proc)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def _throughput(url: str, clients: int, total: int, per_request: int = 1,
+                      pid: int | None = None) -> tuple[float, list[float], float | None]:
     """Requests per second of ``clients`` concurrent clients sending ``total`` requests of
-    ``per_request`` samples (aiohttp: a light client, so that the load generator takes as
+    ``per_request`` samples, and the server's (``pid``) CPU seconds over them (aiohttp: a light client, so that the load generator takes as
     little of the shared CPU as it can; it drops idle connections after 2 s, before the
     server's 5 s keep-alive timeout closes them under its feet)."""
     import aiohttp
@@ -199,10 +206,12 @@ async def _throughput(url: str, clients: int, total: int, per_request: int = 1
         await asyncio.gather(*(client(http) for _ in range(clients)))
         values.clear()
         counter = iter(range(total))
+        cpu = _cpu_s(pid) if pid else 0.0
         t = time.perf_counter()
         await asyncio.gather(*(client(http) for _ in range(clients)))
         elapsed = time.perf_counter() - t
-    return total / elapsed, values
+        cpu = _cpu_s(pid) - cpu if pid else None
+    return total / elapsed, values, cpu
 
 
 def _rm_cmd(model: str, *extra: str) -> list[str]:
@@ -213,34 +222,40 @@ def _rm_cmd(model: str, *extra: str) -> list[str]:
 def _paired(title: str, header: tuple[str, str], sides: dict[str, Any], pairs: int,
             goal: float, unit: str) -> list[float]:
     """Run the two sides ``pairs`` times, order alternating; print every pair and the ratio
-    (second side over first)."""
+    (second side over first). Each side also reports the CPU milliseconds it spent per
+    request or sample (the server process, or the scoring process): on a machine shared with
+    other jobs the rate depends on the CPU share each side was granted, the CPU time per item
+    much less, so its ratio (first side's over second's) is printed beside."""
     first, second = list(sides)
     print(f"\n{title}")
-    print(f"{'pair':<6}{header[0]:>30}{header[1]:>30}{'ratio':>9}")
+    print(f"{'pair':<6}{header[0]:>30}{header[1]:>30}{'ratio':>9}   CPU ms per item (ratio)")
     ratios = []
     for pair in range(pairs):
         order = (first, second) if pair % 2 == 0 else (second, first)
-        rates, values = {}, {}
+        rates, values, cpu = {}, {}, {}
         for side in order:
-            rates[side], values[side] = sides[side]()
+            rates[side], values[side], cpu[side] = sides[side]()
         assert max(abs(a - b) for a, b in zip(sorted(values[first]), sorted(values[second]))
                    ) < 1e-3, "the two sides scored differently"
         ratios.append(rates[second] / rates[first])
+        cpus = (f"{cpu[first]:.2f} / {cpu[second]:.2f} ({cpu[first] / cpu[second]:.2f}x)"
+                if cpu[first] and cpu[second] else "-")
         print(f"{pair + 1:<6}{rates[first]:>24.1f} {unit:<5}{rates[second]:>24.1f} {unit:<5}"
-              f"{ratios[-1]:>8.2f}x   (order: {' then '.join(order)})")
+              f"{ratios[-1]:>8.2f}x   {cpus}   (order: {' then '.join(order)})")
     print(f"median ratio over {pairs} pairs: {statistics.median(ratios):.2f}x (goal >= {goal}x)")
     return ratios
 
 
 def _served(cmd: list[str], env: dict[str, str], clients: int, total: int,
             per_request: int = 1):
-    def run() -> tuple[float, list[float]]:
+    def run() -> tuple[float, list[float], float | None]:
         proc, url = _start(cmd, env)
         try:
-            rate, values = asyncio.run(_throughput(url, clients, total, per_request))
+            rate, values, cpu = asyncio.run(_throughput(url, clients, total, per_request,
+                                                        proc.pid))
         finally:
             _stop(proc)
-        return rate * per_request, values
+        return rate * per_request, values, cpu * 1e3 / (total * per_request) if cpu else None
     return run
 
 
@@ -256,20 +271,21 @@ def in_process_throughput(model: str, n: int, batch: int, threads: int) -> None:
     samples = rm_samples()
     scorer.score(samples[:batch])  # warm-up
     values: list[float] = []
-    t = time.perf_counter()
+    t, cpu = time.perf_counter(), time.process_time()
     for b in range(n // batch):
         values.extend(s.value for s in scorer.score(
             [samples[(b * batch + k) % len(samples)] for k in range(batch)]))
-    print(json.dumps({"rate": len(values) / (time.perf_counter() - t), "values": values}))
+    print(json.dumps({"rate": len(values) / (time.perf_counter() - t), "values": values,
+                      "cpu_ms": (time.process_time() - cpu) * 1e3 / len(values)}))
 
 
 def _in_process(model: str, env: dict[str, str], n: int, batch: int, threads: int):
-    def run() -> tuple[float, list[float]]:
+    def run() -> tuple[float, list[float], float]:
         out = subprocess.run([sys.executable, __file__, "--in-process", model, str(n), str(batch),
                               str(threads)], cwd=ROOT, env={**os.environ, **env},
                              capture_output=True, text=True, check=True)
         data = json.loads(out.stdout.strip().splitlines()[-1])
-        return data["rate"], data["values"]
+        return data["rate"], data["values"], data["cpu_ms"]
     return run
 
 

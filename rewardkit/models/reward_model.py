@@ -22,7 +22,7 @@ from .loading import (ModelLoadError, load_classifier, load_config, load_tokeniz
                       resolve_device_dtype)
 
 OUTPUTS = ("logit", "sigmoid", "centered")
-AUTO_MAX_PADDING = 0.2
+AUTO_MAX_PADDING = 0.1
 """``max_padding="auto"`` on CPU (see ``benchmarks/bench_server.py``, the ceiling)."""
 
 
@@ -38,7 +38,7 @@ class RewardModelScorer(Scorer):
             under this budget, instead of a fixed batch size.
         max_batch_size: optional cap on samples per forward pass.
         max_padding: start another forward pass within a token budget when a row would be
-            padded by more than this share of the batch's width (``auto``: 0.2 on CPU, where a
+            padded by more than this share of the batch's width (``auto``: 0.1 on CPU, where a
             pad token costs as much as a real one; none on a GPU, where it is nearly free).
         device: ``auto`` (CUDA if present), ``cpu``, ``cuda``, ``cuda:1``.
         dtype: ``auto`` (bf16 on CUDA, fp32 on CPU), ``float32``, ``bfloat16``, ``float16``.
