@@ -39,6 +39,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -80,8 +81,6 @@ def _start(cmd: list[str], env: dict[str, str] | None = None) -> tuple[subproces
             raise RuntimeError(f"server exited: {cmd}")
         found = re.search(r"running on (http://127\.0\.0\.1:\d+)", line)
         if found:
-            import threading
-
             threading.Thread(target=proc.stdout.read, daemon=True).start()
             return proc, found.group(1)
     proc.kill()
@@ -289,9 +288,13 @@ def _in_process(model: str, env: dict[str, str], n: int, batch: int, threads: in
     return run
 
 
+RM_PARTS = ("ceiling", "clients", "peer", "large")
+
+
 def bench_rm(pairs: int, total: int, hidden: int, layers: int, threads: int,
              clients: int, big_batch: int, big_total: int, concurrency: int,
-             model: str | None = None, max_wait_ms: float = 0) -> None:
+             model: str | None = None, max_wait_ms: float = 0,
+             parts: tuple[str, ...] = RM_PARTS) -> None:
     from rewardkit.testing import make_tiny_reward_model
 
     env = {"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
@@ -306,12 +309,15 @@ def bench_rm(pairs: int, total: int, hidden: int, layers: int, threads: int,
         else:
             what = f"reward model {model}"
         what += f", torch threads {threads} on every side"
-        _paired(f"2a. ceiling ({what}): what batching can gain on this machine at most — samples/s "
-                f"of Scorer.score in process on batches of 1 vs of 64, {total} samples",
+        runs = {
+            "ceiling": lambda: _paired(
+                f"2a. ceiling ({what}): what batching can gain on this machine at most — "
+                f"samples/s of Scorer.score in process on batches of 1 vs of 64, {total} samples",
                 ("batches of 1", "batches of 64"),
                 {"1": _in_process(model, env, total, 1, threads),
-                 "64": _in_process(model, env, total, 64, threads)}, pairs, 3.0, "smp/s")
-        _paired(f"2a. learned RM on CPU ({what}): {clients} concurrent clients, {total} requests "
+                 "64": _in_process(model, env, total, 64, threads)}, pairs, 3.0, "smp/s"),
+            "clients": lambda: _paired(
+                f"2a. learned RM on CPU ({what}): {clients} concurrent clients, {total} requests "
                 "of one sample; requests/s of `rewardkit serve` with batching off "
                 f"(--max-batch-samples 1) vs on (64, --max-wait-ms {max_wait_ms:g}), "
                 f"--concurrency {concurrency} on both",
@@ -319,48 +325,31 @@ def bench_rm(pairs: int, total: int, hidden: int, layers: int, threads: int,
                 {"off": _served(_rm_cmd(model, "--max-batch-samples", "1", *conc), env, clients,
                                 total),
                  "on": _served(_rm_cmd(model, *batched), env, clients, total)},
-                pairs, 3.0, "req/s")
-        _paired(f"2b. the same, peer: each request scored as its own batch in its handler (as "
+                pairs, 3.0, "req/s"),
+            "peer": lambda: _paired(
+                "2b. the same, peer: each request scored as its own batch in its handler (as "
                 "OpenRLHF's serve_rm) vs `rewardkit serve`",
                 ("one request one batch", "dynamic batching"),
                 {"peer": _served([sys.executable, __file__, "--serve-peer", model], env, clients,
                                  total),
                  "on": _served(_rm_cmd(model, *batched), env, clients, total)},
-                pairs, 3.0, "req/s")
-        _paired(f"2c. large batches ({what}): samples/s of Scorer.score on batches of {big_batch} "
+                pairs, 3.0, "req/s"),
+            "large": lambda: _paired(
+                f"2c. large batches ({what}): samples/s of Scorer.score on batches of {big_batch} "
                 f"in process vs one client sending requests of {big_batch} samples to "
-                "`rewardkit serve --concurrency 1`",
+                f"`rewardkit serve --concurrency 1 --max-batch-samples {big_batch}`",
                 ("in process", "server"),
                 {"in": _in_process(model, env, big_total, big_batch, threads),
-                 "server": _served(_rm_cmd(model, "--concurrency", "1"), env, 1,
-                                   big_total // big_batch, big_batch)},
-                pairs, 0.95, "smp/s")
+                 "server": _served(_rm_cmd(model, "--concurrency", "1", "--max-batch-samples",
+                                           str(big_batch)), env, 1, big_total // big_batch,
+                                   big_batch)},
+                pairs, 0.95, "smp/s"),
+        }
+        for part in parts:
+            runs[part]()
 
 
 # -- 3. load: mixed traffic for minutes, nothing lost or counted twice, memory flat -----------
-def _tree_rss_mb(pid: int) -> float:
-    """Resident memory of a process and all its descendants, in MB (Linux /proc)."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    stat = f.read()
-            except OSError:
-                continue
-            children.setdefault(int(stat[stat.rfind(")") + 2:].split()[1]), []).append(int(entry))
-    total, todo = 0, [pid]
-    while todo:
-        p = todo.pop()
-        todo.extend(children.get(p, []))
-        try:
-            with open(f"/proc/{p}/statm") as f:
-                total += int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-        except OSError:
-            pass
-    return total / 2 ** 20
-
-
 def _load_sample(reward: str, rng: Any, tag: str) -> dict[str, Any]:
     a, b = rng.randint(1, 99), rng.randint(1, 99)
     if reward == "math":
@@ -415,11 +404,39 @@ async def _load_clients(url: str, clients: int, seconds: float, sent: dict[str, 
         await asyncio.gather(*(client(c, http) for c in range(clients)))
 
 
-def bench_load(minutes: float, clients: int, hidden: int, layers: int) -> None:
+def _rss_by_process(pid: int) -> dict[str, float]:
+    """Resident memory in MB of a process and of all its descendants, by ``name[pid]``."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    stat = f.read()
+            except OSError:
+                continue
+            children.setdefault(int(stat[stat.rfind(")") + 2:].split()[1]), []).append(int(entry))
+    out, todo = {}, [pid]
+    while todo:
+        p = todo.pop()
+        todo.extend(children.get(p, []))
+        try:
+            with open(f"/proc/{p}/statm") as f:
+                rss = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2 ** 20
+            with open(f"/proc/{p}/comm") as f:
+                out[f"{f.read().strip()}[{p}]"] = rss
+        except OSError:
+            pass
+    return out
+
+
+def bench_load(minutes: float, clients: int, hidden: int, layers: int,
+               model: str | None = None, every_s: float = 30.0) -> None:
     from rewardkit.testing import make_tiny_reward_model
 
     with tempfile.TemporaryDirectory() as tmp:
-        model = make_tiny_reward_model(Path(tmp) / "rm", hidden_size=hidden, num_layers=layers)
+        if model is None:
+            model = str(make_tiny_reward_model(Path(tmp) / "rm", hidden_size=hidden,
+                                               num_layers=layers))
         config = Path(tmp) / "serve.yaml"
         config.write_text("serve:\n  rewards:\n    math: math\n    code: code\n    rm: {reward: "
                           f"reward_model, options: {{model: '{model}', device: cpu}}}}\n"
@@ -429,26 +446,29 @@ def bench_load(minutes: float, clients: int, hidden: int, layers: int) -> None:
         sent = {"math": 0, "code": 0, "rm": 0}
         answers: dict[str, int] = {}
         failures: list[str] = []
-        curve: list[tuple[float, float]] = []
-        print(f"\n3. load: {clients} concurrent clients, mixed math/code/RM requests of 1-4 "
-              f"samples, {minutes:g} min")
+        curve: list[tuple[float, dict[str, float]]] = []
+        print(f"\n3. load: {clients} concurrent clients, mixed math/code/RM ({model}) requests of "
+              f"1-4 samples, {minutes:g} min; RSS of the server and its helpers every "
+              f"{every_s:g} s")
         started = time.monotonic()
+        done = threading.Event()
 
         def sample_rss() -> None:
-            while proc.poll() is None and time.monotonic() - started < minutes * 60 + 5:
-                curve.append((time.monotonic() - started, _tree_rss_mb(proc.pid)))
-                time.sleep(max(5.0, minutes * 60 / 30))
-
-        import threading
+            while proc.poll() is None:
+                curve.append((time.monotonic() - started, _rss_by_process(proc.pid)))
+                if done.wait(every_s):
+                    return
 
         sampler = threading.Thread(target=sample_rss, daemon=True)
         sampler.start()
         try:
             asyncio.run(_load_clients(url, clients, minutes * 60, sent, answers, failures))
+            curve.append((time.monotonic() - started, _rss_by_process(proc.pid)))
             import urllib.request
 
             metrics = urllib.request.urlopen(url + "/metrics").read().decode()
         finally:
+            done.set()
             sampler.join(10)
             _stop(proc)
     counted = {r: float(re.search(rf'rewardkit_samples_total{{reward="{r}"}} (\S+)',
@@ -460,7 +480,14 @@ def bench_load(minutes: float, clients: int, hidden: int, layers: int) -> None:
     for r in sent:
         print(f"  {r}: samples sent {sent[r]}, scored by the server {counted[r]:.0f} "
               f"(lost or counted twice: {counted[r] - sent[r]:+.0f})")
-    print("server RSS (process tree), MB: " + ", ".join(f"{t:.0f}s {m:.0f}" for t, m in curve))
+    server = f"[{proc.pid}]"
+    print("RSS, MB: time | server and helpers | server process | helpers (processes)")
+    for t, rss in curve:
+        own = sum(v for k, v in rss.items() if k.endswith(server))
+        total = sum(rss.values())
+        print(f"  {t:5.0f} s | {total:7.0f} | {own:7.0f} | {total - own:7.0f} ({len(rss) - 1})")
+    last = curve[-1][1]
+    print("  at the end: " + ", ".join(f"{k} {v:.0f}" for k, v in sorted(last.items())))
 
 
 def main() -> None:
@@ -484,10 +511,14 @@ def main() -> None:
                                         "classifier of --hidden and --layers)")
     parser.add_argument("--max-wait-ms", type=float, default=0,
                         help="RM: --max-wait-ms of the batching server")
+    parser.add_argument("--rm-parts", default=",".join(RM_PARTS),
+                        help="RM: which comparisons to run, of " + ",".join(RM_PARTS))
     parser.add_argument("--skip-rm", action="store_true")
     parser.add_argument("--load-minutes", type=float, default=0,
                         help="also run the mixed load (math/code/RM) for this many minutes")
     parser.add_argument("--load-clients", type=int, default=64)
+    parser.add_argument("--rss-every", type=float, default=30.0,
+                        help="load: seconds between RSS samples")
     parser.add_argument("--skip-overhead", action="store_true")
     parser.add_argument("--serve-peer", metavar="MODEL", help=argparse.SUPPRESS)
     parser.add_argument("--in-process", nargs=4, help=argparse.SUPPRESS)
@@ -505,9 +536,10 @@ def main() -> None:
     if not args.skip_rm:
         bench_rm(args.pairs, args.rm_requests, args.hidden, args.layers, args.torch_threads,
                  args.rm_clients, args.big_batch, args.big_samples, args.concurrency,
-                 args.model, args.max_wait_ms)
+                 args.model, args.max_wait_ms, tuple(args.rm_parts.split(",")))
     if args.load_minutes:
-        bench_load(args.load_minutes, args.load_clients, args.hidden, args.layers)
+        bench_load(args.load_minutes, args.load_clients, args.hidden, args.layers, args.model,
+                   args.rss_every)
 
 
 if __name__ == "__main__":
