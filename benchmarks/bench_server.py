@@ -3,11 +3,17 @@
 1. Overhead per request, ``exact_match``, one sample per request, one client after the other:
    p50/p99 latency of ``Scorer.score`` called in process vs. ``POST /v1/score`` to ``rewardkit
    serve`` (a separate process, keep-alive connection). Goal: ≤ 2 ms p50 added.
-2. A learned reward model on CPU (by default the shape of the shipped ``data/learned/base``:
-   hidden 128, 3 layers, as a random sequence classifier), every side with the same torch
-   thread count (``--torch-threads``, default 1), so that no gain comes from thread contention:
-   a. 64 concurrent clients each sending one sample per request (as OpenRLHF's rollout workers
-      do): requests/s of ``rewardkit serve`` with batching off (``--max-batch-samples 1``) vs on.
+2. A learned reward model on CPU (``--model DIR``, e.g. ``data/learned/base`` trained with
+   ``data/learned/recipe.yaml``; without it a random sequence classifier of that shape: hidden
+   128, 3 layers), scoring the 800 distinct samples of ``data/learned/rm_test.jsonl`` (prompt +
+   chosen, prompt + rejected) in turn, every side with the same torch thread count
+   (``--torch-threads``, default 1) and the tokenizer's own threads off
+   (``TOKENIZERS_PARALLELISM=false``), so that no gain comes from thread contention:
+   a. the ceiling: ``Scorer.score`` in process on batches of 1 vs of 64 — what batching can
+      gain on this machine at most; then 64 concurrent clients each sending one sample per
+      request (as OpenRLHF's rollout workers do): requests/s of ``rewardkit serve`` with
+      batching off (``--max-batch-samples 1``) vs on (``--max-batch-samples 64``, and
+      ``--max-wait-ms``, default 0), one batch in flight on both (``--concurrency 1``).
       Goal: ≥ 3×.
    b. the same against a server that scores each request as its own batch inside its handler,
       the way OpenRLHF's ``serve_rm`` does.
@@ -33,6 +39,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -44,8 +51,18 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 SAMPLE = {"prompt": "What is the capital of France?", "completion": "Paris", "reference": "Paris"}
-RM_SAMPLE = {"prompt": "What is 2 + 3? Think step by step.",
-             "completion": "Two plus three: we add 2 and 3 and get 5, so the answer is 5."}
+
+
+def rm_samples() -> list[dict[str, str]]:
+    """Distinct samples for the reward model (identical ones would be scored once per batch,
+    which flatters batching): each test pair's prompt + chosen and prompt + rejected."""
+    out = []
+    with open(ROOT / "data" / "learned" / "rm_test.jsonl") as f:
+        for line in f:
+            row = json.loads(line)
+            out += [{"prompt": row["prompt"], "completion": row[side]}
+                    for side in ("chosen", "rejected")]
+    return out
 
 
 def _percentiles(values: list[float]) -> tuple[float, float]:
@@ -64,8 +81,6 @@ def _start(cmd: list[str], env: dict[str, str] | None = None) -> tuple[subproces
             raise RuntimeError(f"server exited: {cmd}")
         found = re.search(r"running on (http://127\.0\.0\.1:\d+)", line)
         if found:
-            import threading
-
             threading.Thread(target=proc.stdout.read, daemon=True).start()
             return proc, found.group(1)
     proc.kill()
@@ -156,20 +171,29 @@ def serve_peer(model: str) -> None:
     uvicorn.run(app, host="127.0.0.1", port=0, log_level="info", access_log=False)
 
 
-async def _throughput(url: str, clients: int, total: int, per_request: int = 1
-                      ) -> tuple[float, list[float]]:
+def _cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) a process has used so far, all its threads (Linux /proc)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def _throughput(url: str, clients: int, total: int, per_request: int = 1,
+                      pid: int | None = None) -> tuple[float, list[float], float | None]:
     """Requests per second of ``clients`` concurrent clients sending ``total`` requests of
-    ``per_request`` samples (aiohttp: a light client, so that the load generator takes as
+    ``per_request`` samples, and the server's (``pid``) CPU seconds over them (aiohttp: a light client, so that the load generator takes as
     little of the shared CPU as it can; it drops idle connections after 2 s, before the
     server's 5 s keep-alive timeout closes them under its feet)."""
     import aiohttp
 
-    body = json.dumps({"samples": [RM_SAMPLE] * per_request})
+    samples = rm_samples()
     values: list[float] = []
     counter = iter(range(clients))  # warm-up: one request per client
 
     async def client(http: aiohttp.ClientSession) -> None:
-        for _ in counter:
+        for i in counter:
+            body = json.dumps({"samples": [samples[(i * per_request + k) % len(samples)]
+                                           for k in range(per_request)]})
             async with http.post(url + "/v1/score", data=body,
                                  headers={"content-type": "application/json"}) as r:
                 assert r.status == 200, await r.text()
@@ -181,10 +205,12 @@ async def _throughput(url: str, clients: int, total: int, per_request: int = 1
         await asyncio.gather(*(client(http) for _ in range(clients)))
         values.clear()
         counter = iter(range(total))
+        cpu = _cpu_s(pid) if pid else 0.0
         t = time.perf_counter()
         await asyncio.gather(*(client(http) for _ in range(clients)))
         elapsed = time.perf_counter() - t
-    return total / elapsed, values
+        cpu = _cpu_s(pid) - cpu if pid else None
+    return total / elapsed, values, cpu
 
 
 def _rm_cmd(model: str, *extra: str) -> list[str]:
@@ -195,34 +221,40 @@ def _rm_cmd(model: str, *extra: str) -> list[str]:
 def _paired(title: str, header: tuple[str, str], sides: dict[str, Any], pairs: int,
             goal: float, unit: str) -> list[float]:
     """Run the two sides ``pairs`` times, order alternating; print every pair and the ratio
-    (second side over first)."""
+    (second side over first). Each side also reports the CPU milliseconds it spent per
+    request or sample (the server process, or the scoring process): on a machine shared with
+    other jobs the rate depends on the CPU share each side was granted, the CPU time per item
+    much less, so its ratio (first side's over second's) is printed beside."""
     first, second = list(sides)
     print(f"\n{title}")
-    print(f"{'pair':<6}{header[0]:>30}{header[1]:>30}{'ratio':>9}")
+    print(f"{'pair':<6}{header[0]:>30}{header[1]:>30}{'ratio':>9}   CPU ms per item (ratio)")
     ratios = []
     for pair in range(pairs):
         order = (first, second) if pair % 2 == 0 else (second, first)
-        rates, values = {}, {}
+        rates, values, cpu = {}, {}, {}
         for side in order:
-            rates[side], values[side] = sides[side]()
+            rates[side], values[side], cpu[side] = sides[side]()
         assert max(abs(a - b) for a, b in zip(sorted(values[first]), sorted(values[second]))
                    ) < 1e-3, "the two sides scored differently"
         ratios.append(rates[second] / rates[first])
+        cpus = (f"{cpu[first]:.2f} / {cpu[second]:.2f} ({cpu[first] / cpu[second]:.2f}x)"
+                if cpu[first] and cpu[second] else "-")
         print(f"{pair + 1:<6}{rates[first]:>24.1f} {unit:<5}{rates[second]:>24.1f} {unit:<5}"
-              f"{ratios[-1]:>8.2f}x   (order: {' then '.join(order)})")
+              f"{ratios[-1]:>8.2f}x   {cpus}   (order: {' then '.join(order)})")
     print(f"median ratio over {pairs} pairs: {statistics.median(ratios):.2f}x (goal >= {goal}x)")
     return ratios
 
 
 def _served(cmd: list[str], env: dict[str, str], clients: int, total: int,
             per_request: int = 1):
-    def run() -> tuple[float, list[float]]:
+    def run() -> tuple[float, list[float], float | None]:
         proc, url = _start(cmd, env)
         try:
-            rate, values = asyncio.run(_throughput(url, clients, total, per_request))
+            rate, values, cpu = asyncio.run(_throughput(url, clients, total, per_request,
+                                                        proc.pid))
         finally:
             _stop(proc)
-        return rate * per_request, values
+        return rate * per_request, values, cpu * 1e3 / (total * per_request) if cpu else None
     return run
 
 
@@ -235,79 +267,89 @@ def in_process_throughput(model: str, n: int, batch: int, threads: int) -> None:
 
     torch.set_num_threads(threads)
     scorer = rewardkit.load("reward_model", model=model, device="cpu")
-    scorer.score([RM_SAMPLE] * batch)  # warm-up
+    samples = rm_samples()
+    scorer.score(samples[:batch])  # warm-up
     values: list[float] = []
-    t = time.perf_counter()
-    for _ in range(n // batch):
-        values.extend(s.value for s in scorer.score([RM_SAMPLE] * batch))
-    print(json.dumps({"rate": len(values) / (time.perf_counter() - t), "values": values}))
+    t, cpu = time.perf_counter(), time.process_time()
+    for b in range(n // batch):
+        values.extend(s.value for s in scorer.score(
+            [samples[(b * batch + k) % len(samples)] for k in range(batch)]))
+    print(json.dumps({"rate": len(values) / (time.perf_counter() - t), "values": values,
+                      "cpu_ms": (time.process_time() - cpu) * 1e3 / len(values)}))
 
 
 def _in_process(model: str, env: dict[str, str], n: int, batch: int, threads: int):
-    def run() -> tuple[float, list[float]]:
+    def run() -> tuple[float, list[float], float]:
         out = subprocess.run([sys.executable, __file__, "--in-process", model, str(n), str(batch),
                               str(threads)], cwd=ROOT, env={**os.environ, **env},
                              capture_output=True, text=True, check=True)
         data = json.loads(out.stdout.strip().splitlines()[-1])
-        return data["rate"], data["values"]
+        return data["rate"], data["values"], data["cpu_ms"]
     return run
 
 
+RM_PARTS = ("ceiling", "clients", "peer", "large")
+
+
 def bench_rm(pairs: int, total: int, hidden: int, layers: int, threads: int,
-             clients: int, big_batch: int, big_total: int, concurrency: int) -> None:
+             clients: int, big_batch: int, big_total: int, concurrency: int,
+             model: str | None = None, max_wait_ms: float = 0,
+             parts: tuple[str, ...] = RM_PARTS) -> None:
     from rewardkit.testing import make_tiny_reward_model
 
-    env = {"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
+    env = {"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
+           "TOKENIZERS_PARALLELISM": "false"}
     conc = ("--concurrency", str(concurrency))
+    batched = ("--max-batch-samples", "64", "--max-wait-ms", f"{max_wait_ms:g}", *conc)
     with tempfile.TemporaryDirectory() as tmp:
-        model = str(make_tiny_reward_model(Path(tmp) / "rm", hidden_size=hidden,
-                                           num_layers=layers))
-        what = (f"random Qwen2 classifier, hidden {hidden}, {layers} layers, torch threads "
-                f"{threads} on every side")
-        _paired(f"2a. ceiling ({what}): what batching can gain on this machine at most — samples/s "
-                "of Scorer.score in process on batches of 1 vs of 64",
+        if model is None:
+            model = str(make_tiny_reward_model(Path(tmp) / "rm", hidden_size=hidden,
+                                               num_layers=layers))
+            what = f"random Qwen2 classifier, hidden {hidden}, {layers} layers"
+        else:
+            what = f"reward model {model}"
+        what += f", torch threads {threads} on every side"
+        runs = {
+            "ceiling": lambda: _paired(
+                f"2a. ceiling ({what}): what batching can gain on this machine at most — "
+                f"samples/s of Scorer.score in process on batches of 1 vs of 64, {total} samples",
                 ("batches of 1", "batches of 64"),
-                {"1": _in_process(model, env, 128, 1, threads),
-                 "64": _in_process(model, env, 512, 64, threads)}, pairs, 3.0, "smp/s")
-        _paired(f"2a. learned RM on CPU ({what}): {clients} concurrent clients, {total} requests "
+                {"1": _in_process(model, env, total, 1, threads),
+                 "64": _in_process(model, env, total, 64, threads)}, pairs, 3.0, "smp/s"),
+            "clients": lambda: _paired(
+                f"2a. learned RM on CPU ({what}): {clients} concurrent clients, {total} requests "
                 "of one sample; requests/s of `rewardkit serve` with batching off "
-                "(--max-batch-samples 1) vs on (64)",
+                f"(--max-batch-samples 1) vs on (64, --max-wait-ms {max_wait_ms:g}), "
+                f"--concurrency {concurrency} on both",
                 ("batching off", "dynamic batching"),
-                {"off": _served(_rm_cmd(model, "--max-batch-samples", "1", *conc), env, clients, total),
-                 "on": _served(_rm_cmd(model, "--max-batch-samples", "64", *conc), env, clients, total)},
-                pairs, 3.0, "req/s")
-        _paired(f"2b. the same, peer: each request scored as its own batch in its handler (as "
+                {"off": _served(_rm_cmd(model, "--max-batch-samples", "1", *conc), env, clients,
+                                total),
+                 "on": _served(_rm_cmd(model, *batched), env, clients, total)},
+                pairs, 3.0, "req/s"),
+            "peer": lambda: _paired(
+                "2b. the same, peer: each request scored as its own batch in its handler (as "
                 "OpenRLHF's serve_rm) vs `rewardkit serve`",
                 ("one request one batch", "dynamic batching"),
                 {"peer": _served([sys.executable, __file__, "--serve-peer", model], env, clients,
                                  total),
-                 "on": _served(_rm_cmd(model, "--max-batch-samples", "64", *conc), env, clients, total)},
-                pairs, 3.0, "req/s")
-        _paired(f"2c. large batches ({what}): samples/s of Scorer.score on batches of {big_batch} "
+                 "on": _served(_rm_cmd(model, *batched), env, clients, total)},
+                pairs, 3.0, "req/s"),
+            "large": lambda: _paired(
+                f"2c. large batches ({what}): samples/s of Scorer.score on batches of {big_batch} "
                 f"in process vs one client sending requests of {big_batch} samples to "
-                "`rewardkit serve --concurrency 1`",
+                f"`rewardkit serve --concurrency 1 --max-batch-samples {big_batch}`",
                 ("in process", "server"),
                 {"in": _in_process(model, env, big_total, big_batch, threads),
-                 "server": _served(_rm_cmd(model, "--concurrency", "1"), env, 1,
-                                   big_total // big_batch, big_batch)},
-                pairs, 0.95, "smp/s")
+                 "server": _served(_rm_cmd(model, "--concurrency", "1", "--max-batch-samples",
+                                           str(big_batch)), env, 1, big_total // big_batch,
+                                   big_batch)},
+                pairs, 0.95, "smp/s"),
+        }
+        for part in parts:
+            runs[part]()
 
 
 # -- 3. load: mixed traffic for minutes, nothing lost or counted twice, memory flat -----------
-def _tree_rss_mb(pid: int) -> float:
-    """Resident memory of a process and all its descendants, in MB."""
-    import psutil  # the bench extra
-
-    root = psutil.Process(pid)
-    total = 0
-    for proc in [root, *root.children(recursive=True)]:
-        try:
-            total += proc.memory_info().rss
-        except psutil.NoSuchProcess:
-            pass
-    return total / 2 ** 20
-
-
 def _load_sample(reward: str, rng: Any, tag: str) -> dict[str, Any]:
     a, b = rng.randint(1, 99), rng.randint(1, 99)
     if reward == "math":
@@ -362,11 +404,28 @@ async def _load_clients(url: str, clients: int, seconds: float, sent: dict[str, 
         await asyncio.gather(*(client(c, http) for c in range(clients)))
 
 
-def bench_load(minutes: float, clients: int, hidden: int, layers: int) -> None:
+def _rss_by_process(pid: int) -> dict[str, float]:
+    """Resident memory in MB of a process and of all its descendants, by ``name[pid]``."""
+    import psutil  # the bench extra
+
+    root = psutil.Process(pid)
+    out = {}
+    for proc in [root, *root.children(recursive=True)]:
+        try:
+            out[f"{proc.name()}[{proc.pid}]"] = proc.memory_info().rss / 2 ** 20
+        except psutil.NoSuchProcess:
+            pass
+    return out
+
+
+def bench_load(minutes: float, clients: int, hidden: int, layers: int,
+               model: str | None = None, every_s: float = 30.0) -> None:
     from rewardkit.testing import make_tiny_reward_model
 
     with tempfile.TemporaryDirectory() as tmp:
-        model = make_tiny_reward_model(Path(tmp) / "rm", hidden_size=hidden, num_layers=layers)
+        if model is None:
+            model = str(make_tiny_reward_model(Path(tmp) / "rm", hidden_size=hidden,
+                                               num_layers=layers))
         config = Path(tmp) / "serve.yaml"
         config.write_text("serve:\n  rewards:\n    math: math\n    code: code\n    rm: {reward: "
                           f"reward_model, options: {{model: '{model}', device: cpu}}}}\n"
@@ -376,26 +435,29 @@ def bench_load(minutes: float, clients: int, hidden: int, layers: int) -> None:
         sent = {"math": 0, "code": 0, "rm": 0}
         answers: dict[str, int] = {}
         failures: list[str] = []
-        curve: list[tuple[float, float]] = []
-        print(f"\n3. load: {clients} concurrent clients, mixed math/code/RM requests of 1-4 "
-              f"samples, {minutes:g} min")
+        curve: list[tuple[float, dict[str, float]]] = []
+        print(f"\n3. load: {clients} concurrent clients, mixed math/code/RM ({model}) requests of "
+              f"1-4 samples, {minutes:g} min; RSS of the server and its helpers every "
+              f"{every_s:g} s")
         started = time.monotonic()
+        done = threading.Event()
 
         def sample_rss() -> None:
-            while proc.poll() is None and time.monotonic() - started < minutes * 60 + 5:
-                curve.append((time.monotonic() - started, _tree_rss_mb(proc.pid)))
-                time.sleep(max(5.0, minutes * 60 / 30))
-
-        import threading
+            while proc.poll() is None:
+                curve.append((time.monotonic() - started, _rss_by_process(proc.pid)))
+                if done.wait(every_s):
+                    return
 
         sampler = threading.Thread(target=sample_rss, daemon=True)
         sampler.start()
         try:
             asyncio.run(_load_clients(url, clients, minutes * 60, sent, answers, failures))
+            curve.append((time.monotonic() - started, _rss_by_process(proc.pid)))
             import urllib.request
 
             metrics = urllib.request.urlopen(url + "/metrics").read().decode()
         finally:
+            done.set()
             sampler.join(10)
             _stop(proc)
     counted = {r: float(re.search(rf'rewardkit_samples_total{{reward="{r}"}} (\S+)',
@@ -407,7 +469,14 @@ def bench_load(minutes: float, clients: int, hidden: int, layers: int) -> None:
     for r in sent:
         print(f"  {r}: samples sent {sent[r]}, scored by the server {counted[r]:.0f} "
               f"(lost or counted twice: {counted[r] - sent[r]:+.0f})")
-    print("server RSS (process tree), MB: " + ", ".join(f"{t:.0f}s {m:.0f}" for t, m in curve))
+    server = f"[{proc.pid}]"
+    print("RSS, MB: time | server and helpers | server process | helpers (processes)")
+    for t, rss in curve:
+        own = sum(v for k, v in rss.items() if k.endswith(server))
+        total = sum(rss.values())
+        print(f"  {t:5.0f} s | {total:7.0f} | {own:7.0f} | {total - own:7.0f} ({len(rss) - 1})")
+    last = curve[-1][1]
+    print("  at the end: " + ", ".join(f"{k} {v:.0f}" for k, v in sorted(last.items())))
 
 
 def main() -> None:
@@ -427,10 +496,18 @@ def main() -> None:
                         help="torch threads (OMP_NUM_THREADS) of every side")
     parser.add_argument("--concurrency", type=int, default=1,
                         help="RM: batches in flight per server (both sides of 2a and 2b)")
+    parser.add_argument("--model", help="RM: a trained reward model folder (default: a random "
+                                        "classifier of --hidden and --layers)")
+    parser.add_argument("--max-wait-ms", type=float, default=0,
+                        help="RM: --max-wait-ms of the batching server")
+    parser.add_argument("--rm-parts", default=",".join(RM_PARTS),
+                        help="RM: which comparisons to run, of " + ",".join(RM_PARTS))
     parser.add_argument("--skip-rm", action="store_true")
     parser.add_argument("--load-minutes", type=float, default=0,
                         help="also run the mixed load (math/code/RM) for this many minutes")
     parser.add_argument("--load-clients", type=int, default=64)
+    parser.add_argument("--rss-every", type=float, default=30.0,
+                        help="load: seconds between RSS samples")
     parser.add_argument("--skip-overhead", action="store_true")
     parser.add_argument("--serve-peer", metavar="MODEL", help=argparse.SUPPRESS)
     parser.add_argument("--in-process", nargs=4, help=argparse.SUPPRESS)
@@ -447,9 +524,11 @@ def main() -> None:
         bench_overhead(args.pairs, args.requests)
     if not args.skip_rm:
         bench_rm(args.pairs, args.rm_requests, args.hidden, args.layers, args.torch_threads,
-                 args.rm_clients, args.big_batch, args.big_samples, args.concurrency)
+                 args.rm_clients, args.big_batch, args.big_samples, args.concurrency,
+                 args.model, args.max_wait_ms, tuple(args.rm_parts.split(",")))
     if args.load_minutes:
-        bench_load(args.load_minutes, args.load_clients, args.hidden, args.layers)
+        bench_load(args.load_minutes, args.load_clients, args.hidden, args.layers, args.model,
+                   args.rss_every)
 
 
 if __name__ == "__main__":

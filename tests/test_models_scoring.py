@@ -108,6 +108,29 @@ def test_token_budget_batches_cover_every_sample_once_within_the_budget():
     assert all(len(b) <= 2 for b in token_budget_batches(lengths, 10**6, max_batch_size=2))
 
 
+def test_max_padding_starts_a_new_batch_where_a_row_would_be_mostly_padding():
+    lengths = [100] * 8 + [95] * 4 + [50] * 6 + [10] * 2
+    batches = list(token_budget_batches(lengths, 10**6, max_padding=0.2, min_rows=8))
+    assert [sorted({lengths[i] for i in b}, reverse=True) for b in batches] == [
+        [100, 95], [50, 10]]  # 50 is padded by half of 100; the 10s join a batch under 8 rows
+    assert len(list(token_budget_batches(lengths, 10**6))) == 1  # off by default
+
+
+def test_encoding_a_batch_equals_encoding_each_sample_alone(models):
+    scorer = rewardkit.load("reward_model", model=str(models["rm"]), device="cpu",
+                            max_length=40)
+    samples = [Sample("What is 2+2?", "It is 4."), Sample("q", "a " * 40),
+               Sample("long prompt " * 20, "short"),
+               Sample([{"role": "user", "content": "hi"}], "there")]
+    together = scorer.encode_many(samples)
+    for sample, enc in zip(samples, together):
+        alone = scorer.encode_many([sample])[0]
+        assert (enc.ids, enc.dropped_prompt, enc.dropped_completion) == (
+            alone.ids, alone.dropped_prompt, alone.dropped_completion)
+    assert together[1].truncated and together[2].dropped_prompt > 0
+    assert not together[0].truncated and len(together[0].ids) <= 40
+
+
 def test_scores_do_not_depend_on_how_samples_are_batched(models):
     path = str(models["rm"])
     samples = [Sample("p", "x " * n) for n in (1, 40, 3, 90, 7, 15)]

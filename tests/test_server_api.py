@@ -84,6 +84,22 @@ def test_wrong_types_get_422_naming_the_field(server, body, field):
     assert field in r.json()["error"], r.json()
 
 
+def test_fast_path_answers_as_the_framework_route_does(server):
+    """A valid /v1/score request is answered without FastAPI's routing (ScoreFastPath); a query
+    string sends the same request through the route: the replies are the same bytes, and what
+    the fast path does not take (a too-long Idempotency-Key) still gets the route's 422."""
+    client, _ = server
+    for body in ({"samples": SAMPLES, "reward": "math"},
+                 {"samples": SAMPLES[:1], "reward": "nope"},
+                 {"samples": SAMPLES[:2], "request_id": "fast-path-1"}):
+        fast = client.post("/v1/score", json=body)
+        route = client.post("/v1/score?through=route", json=body)
+        assert (fast.status_code, fast.content) == (route.status_code, route.content)
+    long_key = client.post("/v1/score", json={"samples": SAMPLES[:1]},
+                           headers={"Idempotency-Key": "k" * 201})
+    assert long_key.status_code == 422 and "idempotency-key" in long_key.text
+
+
 def test_malformed_json_gets_422_saying_where(server):
     client, _ = server
     r = client.post("/v1/score", content=b'{"samples": [{"completion": "a"',

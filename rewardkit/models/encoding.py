@@ -14,7 +14,7 @@ tokens) and the completion keeps the rest (its last tokens). What was cut is rep
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from ..types import Text, message_text
 
@@ -26,7 +26,9 @@ class Encoded:
     """Token ids of one prompt + completion, and what truncation removed."""
 
     ids: list[int]
-    prompt_tokens: int
+    prompt_tokens: int | None
+    """Tokens of the prompt (None when the text fit ``max_length``: the boundary was not
+    needed, so it was not computed)."""
     dropped_prompt: int = 0
     dropped_completion: int = 0
 
@@ -60,10 +62,9 @@ def render(tokenizer: Any, prompt: Text, completion: Text, use_chat_template: bo
            plain_format: str = PLAIN_FORMAT, add_eos: bool = True) -> tuple[str, str]:
     """The model's input text split in two: ``(prefix, full)``, where ``prefix`` is the part
     before the completion's content (prompt and, with a template, the assistant header)."""
-    if use_chat_template and getattr(tokenizer, "chat_template", None):
+    full = render_full(tokenizer, prompt, completion, use_chat_template, plain_format, add_eos)
+    if _templated(tokenizer, use_chat_template):
         prompt_messages = as_messages(prompt, "user")
-        messages = prompt_messages + as_messages(completion, "assistant")
-        full = tokenizer.apply_chat_template(messages, tokenize=False)
         prefix = tokenizer.apply_chat_template(prompt_messages, tokenize=False,
                                                add_generation_prompt=True)
         if not full.startswith(prefix):
@@ -71,13 +72,24 @@ def render(tokenizer: Any, prompt: Text, completion: Text, use_chat_template: bo
             if not full.startswith(prefix):
                 prefix = ""
         return prefix, full
-    p, c = as_text(prompt), as_text(completion)
-    full = plain_format.format(prompt=p, completion=c)
-    prefix = plain_format.split("{completion}")[0].format(prompt=p)
+    return plain_format.split("{completion}")[0].format(prompt=as_text(prompt)), full
+
+
+def render_full(tokenizer: Any, prompt: Text, completion: Text, use_chat_template: bool = True,
+                plain_format: str = PLAIN_FORMAT, add_eos: bool = True) -> str:
+    """The whole text of :func:`render`, without its prefix (which only truncation needs)."""
+    if _templated(tokenizer, use_chat_template):
+        messages = as_messages(prompt, "user") + as_messages(completion, "assistant")
+        return tokenizer.apply_chat_template(messages, tokenize=False)
+    full = plain_format.format(prompt=as_text(prompt), completion=as_text(completion))
     eos = getattr(tokenizer, "eos_token", None)
     if add_eos and eos and not full.endswith(eos):
         full += eos
-    return prefix, full
+    return full
+
+
+def _templated(tokenizer: Any, use_chat_template: bool) -> bool:
+    return bool(use_chat_template and getattr(tokenizer, "chat_template", None))
 
 
 def encode_text(tokenizer: Any, prefix: str, full: str, max_length: int | None,
@@ -85,15 +97,32 @@ def encode_text(tokenizer: Any, prefix: str, full: str, max_length: int | None,
     """Tokenise ``full`` (with the tokenizer's BOS in plain format) and cut it to
     ``max_length`` keeping the end of the completion. The prompt/completion boundary is the
     longest common prefix of the token ids of ``prefix`` and ``full``."""
+    return encode_texts(tokenizer, [full], lambda _: prefix, max_length, plain)[0]
+
+
+def encode_texts(tokenizer: Any, fulls: Sequence[str], prefix_of: Callable[[int], str],
+                 max_length: int | None, plain: bool) -> list[Encoded]:
+    """:func:`encode_text` of many texts in one tokenizer call (a fast tokenizer encodes a list
+    in one call into its Rust core, instead of paying Python's per-call overhead per sample).
+    ``prefix_of(i)`` gives text ``i``'s prefix; it is rendered and tokenised only for the texts
+    longer than ``max_length``, where the boundary decides what is kept (the others get
+    ``prompt_tokens=None``)."""
     special = plain
-    ids = list(tokenizer(full, add_special_tokens=special).input_ids)
-    head = list(tokenizer(prefix, add_special_tokens=special).input_ids) if prefix else []
-    n_prompt = 0
-    for a, b in zip(head, ids):
-        if a != b:
-            break
-        n_prompt += 1
-    return truncate(ids, n_prompt, max_length)
+    rows = [list(ids) for ids in tokenizer(list(fulls), add_special_tokens=special).input_ids]
+    out = []
+    for i, ids in enumerate(rows):
+        if max_length is None or len(ids) <= max_length:
+            out.append(Encoded(ids, None))
+            continue
+        prefix = prefix_of(i)
+        head = list(tokenizer(prefix, add_special_tokens=special).input_ids) if prefix else []
+        n_prompt = 0
+        for a, b in zip(head, ids):
+            if a != b:
+                break
+            n_prompt += 1
+        out.append(truncate(ids, n_prompt, max_length))
+    return out
 
 
 def truncate(ids: list[int], n_prompt: int, max_length: int | None) -> Encoded:
@@ -110,12 +139,18 @@ def truncate(ids: list[int], n_prompt: int, max_length: int | None) -> Encoded:
 
 
 def token_budget_batches(lengths: Sequence[int], batch_tokens: int,
-                         max_batch_size: int | None = None) -> Iterator[list[int]]:
+                         max_batch_size: int | None = None, max_padding: float | None = None,
+                         min_rows: int = 8) -> Iterator[list[int]]:
     """Indices grouped into batches whose padded size (longest × count) stays within
     ``batch_tokens``, longest first. Sorting by length keeps padding small: a batch of
     varied lengths padded to its longest wastes compute on pad tokens (the same idea as the
     length-grouped sampling of HF Trainer and vLLM's token budget). A sequence longer than the
-    budget forms a batch of its own."""
+    budget forms a batch of its own.
+
+    ``max_padding`` (a fraction) also starts a new batch, once the current one holds
+    ``min_rows``, when the next row would be padded by more than that share of the batch's
+    width: on a CPU a pad token costs as much as a real one, while a forward pass of a few
+    more rows costs little; on a GPU a wider batch is nearly free, so leave it None there."""
     order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
     batch: list[int] = []
     longest = 0
@@ -123,7 +158,9 @@ def token_budget_batches(lengths: Sequence[int], batch_tokens: int,
         n = max(1, lengths[i])
         width = max(longest, n)
         full = max_batch_size is not None and len(batch) >= max_batch_size
-        if batch and (width * (len(batch) + 1) > batch_tokens or full):
+        ragged = (max_padding is not None and len(batch) >= min_rows
+                  and width - n > max_padding * width)
+        if batch and (width * (len(batch) + 1) > batch_tokens or full or ragged):
             yield batch
             batch, width = [], n
         batch.append(i)
@@ -156,15 +193,11 @@ def pad(rows: Sequence[Sequence[int]], pad_id: int, device: Any,
     import torch
 
     width = max(len(r) for r in rows)
-    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(rows), width), dtype=torch.long)
-    for i, r in enumerate(rows):
-        ids[i, :len(r)] = torch.tensor(r, dtype=torch.long)
-        mask[i, :len(r)] = 1
+    # One tensor from nested lists: a copy per row would cost a tensor per sample.
+    ids = torch.tensor([[*r, *[pad_id] * (width - len(r))] for r in rows], dtype=torch.long)
+    mask = torch.tensor([[1] * len(r) + [0] * (width - len(r)) for r in rows], dtype=torch.long)
     out = {"input_ids": ids.to(device), "attention_mask": mask.to(device)}
     if labels is not None:
-        lab = torch.full((len(rows), width), -100, dtype=torch.long)
-        for i, r in enumerate(labels):
-            lab[i, :len(r)] = torch.tensor(r, dtype=torch.long)
+        lab = torch.tensor([[*r, *[-100] * (width - len(r))] for r in labels], dtype=torch.long)
         out["labels"] = lab.to(device)
     return out

@@ -22,6 +22,11 @@ from .loading import (ModelLoadError, load_classifier, load_config, load_tokeniz
                       resolve_device_dtype)
 
 OUTPUTS = ("logit", "sigmoid", "centered")
+AUTO_MAX_PADDING = 0.1
+"""``max_padding="auto"`` on CPU: pad tokens cost as much as real ones there, so a batch sorted
+by length is cut where a row would be padded by more than a tenth; a forward pass of a few
+more rows costs less than the padding it saves (``min_rows`` keeps the passes from getting
+small)."""
 
 
 class RewardModelScorer(Scorer):
@@ -35,6 +40,9 @@ class RewardModelScorer(Scorer):
         batch_tokens: padded tokens per forward pass; samples are sorted by length and grouped
             under this budget, instead of a fixed batch size.
         max_batch_size: optional cap on samples per forward pass.
+        max_padding: start another forward pass within a token budget when a row would be
+            padded by more than this share of the batch's width (``auto``: 0.1 on CPU, where a
+            pad token costs as much as a real one; none on a GPU, where it is nearly free).
         device: ``auto`` (CUDA if present), ``cpu``, ``cuda``, ``cuda:1``.
         dtype: ``auto`` (bf16 on CUDA, fp32 on CPU), ``float32``, ``bfloat16``, ``float16``.
         output: ``logit`` (raw score), ``sigmoid`` (σ(logit), a probability-like value in
@@ -55,7 +63,8 @@ class RewardModelScorer(Scorer):
 
     def __init__(self, model: str, tokenizer: str | None = None, max_length: int | None = None,
                  batch_tokens: int = 16384, max_batch_size: int | None = None,
-                 device: str = "auto", dtype: str = "auto", output: str = "logit",
+                 max_padding: float | str | None = "auto", device: str = "auto",
+                 dtype: str = "auto", output: str = "logit",
                  center: float | None = None, center_data: Any = None,
                  chat_template: bool = True, plain_format: str | None = None,
                  pad_token: str | None = None, trust_remote_code: bool = False,
@@ -65,6 +74,10 @@ class RewardModelScorer(Scorer):
         if output == "centered" and center is None and center_data is None:
             raise ModelLoadError("output='centered' needs center=VALUE or center_data=SAMPLES "
                                  "(a reference set whose mean logit is subtracted)")
+        if max_padding not in ("auto", None) and not (
+                isinstance(max_padding, (int, float)) and 0 <= max_padding < 1):
+            raise ModelLoadError(f"max_padding must be a fraction in [0, 1), auto or None, got "
+                                 f"{max_padding!r}")
         self.name = name or self.name
         outputs = self._load(model, tokenizer, max_length, batch_tokens, max_batch_size, device,
                              dtype, chat_template, plain_format, pad_token, trust_remote_code,
@@ -74,6 +87,8 @@ class RewardModelScorer(Scorer):
                 f"{model!r} has a classification head with {outputs} outputs; `reward_model` "
                 "reads a head with one output (a reward). Multi-objective heads are not read "
                 "as one reward.")
+        if max_padding != "auto":
+            self.max_padding = None if max_padding is None else float(max_padding)
         self.output = output
         self.center = center
         if output == "centered" and center is None:
@@ -101,6 +116,7 @@ class RewardModelScorer(Scorer):
         self.max_length = max_length or min(int(self.tokenizer.model_max_length or 4096), 4096)
         self.batch_tokens = batch_tokens
         self.max_batch_size = max_batch_size
+        self.max_padding: float | None = AUTO_MAX_PADDING if str(self.device) == "cpu" else None
         self.use_chat_template = chat_template
         self.plain_format = plain_format or self.sidecar.get("plain_format",
                                                              encoding.PLAIN_FORMAT)
@@ -114,10 +130,19 @@ class RewardModelScorer(Scorer):
 
     # -- encoding and the forward pass ------------------------------------------------------------
     def encode(self, sample: Sample) -> encoding.Encoded:
+        return self.encode_many([sample])[0]
+
+    def encode_many(self, samples: Sequence[Sample]) -> list[encoding.Encoded]:
+        """Token ids of each sample: rendered one by one, tokenised in one call."""
         plain = not (self.use_chat_template and getattr(self.tokenizer, "chat_template", None))
-        prefix, full = encoding.render(self.tokenizer, sample.prompt, sample.completion,
-                                       self.use_chat_template, self.plain_format)
-        return encoding.encode_text(self.tokenizer, prefix, full, self.max_length, plain)
+        fulls = [encoding.render_full(self.tokenizer, s.prompt, s.completion,
+                                      self.use_chat_template, self.plain_format) for s in samples]
+
+        def prefix_of(i: int) -> str:
+            return encoding.render(self.tokenizer, samples[i].prompt, samples[i].completion,
+                                   self.use_chat_template, self.plain_format)[0]
+
+        return encoding.encode_texts(self.tokenizer, fulls, prefix_of, self.max_length, plain)
 
     def forward_logits(self, rows: Sequence[Sequence[int]]) -> Any:
         """The head's outputs ``[len(rows), outputs]`` (float32, on CPU) for token id rows."""
@@ -135,7 +160,7 @@ class RewardModelScorer(Scorer):
         first, owner = encoding.unique_rows([e.ids for e in encoded])
         lengths = [len(encoded[i].ids) for i in first]
         for idx in encoding.token_budget_batches(lengths, self.batch_tokens,
-                                                 self.max_batch_size):
+                                                 self.max_batch_size, self.max_padding):
             values = self.forward_logits([encoded[first[i]].ids for i in idx])[:, 0].tolist()
             for i, v in zip(idx, values):
                 out[first[i]] = v
@@ -144,7 +169,7 @@ class RewardModelScorer(Scorer):
     def mean_logit(self, samples: Sequence[Sample]) -> float:
         if not samples:
             raise ModelLoadError("center_data is empty; give reference samples")
-        values = self.logits([self.encode(s) for s in samples])
+        values = self.logits(self.encode_many(samples))
         return float(sum(values) / len(values))
 
     # -- Scorer -----------------------------------------------------------------------------------
@@ -153,11 +178,15 @@ class RewardModelScorer(Scorer):
         """Encode every sample: error Scores for those that cannot be encoded (in their
         places), the encodings of the rest and their positions."""
         scores: list[Score | None] = [None] * len(samples)
+        try:
+            together = self.encode_many(samples)
+        except Exception:  # noqa: BLE001 - one bad sample: encode each alone to find it
+            together = None
         encoded: list[encoding.Encoded] = []
         where: list[int] = []
         for i, s in enumerate(samples):
             try:
-                e = self.encode(s)
+                e = together[i] if together is not None else self.encode(s)
                 if not e.ids:
                     raise ValueError("the sample encodes to no tokens")
             except Exception as exc:  # noqa: BLE001 - a bad sample gets its own error Score

@@ -23,6 +23,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Optional
 from fastapi import FastAPI, Header, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
+from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..integrations.openrlhf import openrlhf_result, samples_from_openrlhf
@@ -225,6 +226,94 @@ def _validation_message(errors: list[dict[str, Any]]) -> str:
     return "; ".join(parts) + more
 
 
+async def score_reply(state: ServerState, body: ScoreRequest, raw: bytes,
+                      idempotency_key: Optional[str]) -> bytes:
+    """The JSON reply of ``POST /v1/score`` to a validated request (its raw body keys the
+    idempotency cache)."""
+    await state.ensure_started()
+    batcher = state.batcher(body.reward, ("body", "reward"))
+    state.check_size(len(body.samples))
+    samples = [sample_or_error({
+        "prompt": s.prompt if isinstance(s.prompt, str) else [m.model_dump() for m in s.prompt],
+        "completion": s.completion if s.completion is None or isinstance(s.completion, str)
+        else [m.model_dump() for m in s.completion],
+        "reference": s.reference, "metadata": s.metadata}, batcher.error_value)
+        for s in body.samples]
+    key = body.request_id or idempotency_key
+
+    async def compute() -> bytes:
+        scores = await state.score(batcher, samples)
+        return _json({"scores": [sc.to_dict() for sc in scores], "reward": batcher.name,
+                      "request_id": key})
+
+    fingerprint = hashlib.blake2b(raw, digest_size=16).digest()
+    return await state.once(key, fingerprint, compute)
+
+
+def refusal_body(exc: RequestError) -> dict[str, Any]:
+    body: dict[str, Any] = {"detail": exc.detail}
+    body["error"] = (_validation_message(exc.detail) if isinstance(exc.detail, list)
+                     else str(exc.detail))
+    return body
+
+
+class ScoreFastPath:
+    """``POST /v1/score`` without FastAPI's routing, dependency solving and request object.
+
+    Behind :class:`~rewardkit.server.limits.GuardMiddleware`, which has read, bounded and
+    pre-scanned the body: a body that parses as JSON and validates as a
+    :class:`~rewardkit.server.schemas.ScoreRequest` (the same model and the same Python-mode
+    validation as the route) is answered here by :func:`score_reply`, the route's own code.
+    Anything else — invalid JSON, a field error, an odd ``Idempotency-Key`` header, a query
+    string — goes on to the FastAPI route, whose answer (a ``422`` naming the field) is the
+    contract. With one sample per request, the framework's layers are most of the event
+    loop's work per request, time that competes with the scoring thread for the CPU.
+    """
+
+    def __init__(self, app: Any, state: ServerState) -> None:
+        self.app = app
+        self.state = state
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if (scope["type"] != "http" or scope["path"] != "/v1/score"
+                or scope.get("method") != "POST" or scope.get("query_string")):
+            await self.app(scope, receive, send)
+            return
+        message = await receive()
+        parsed = self._parse(scope, message)
+        if parsed is None:
+            first = [message]
+
+            async def replay() -> dict[str, Any]:
+                return first.pop() if first else await receive()
+
+            await self.app(scope, replay, send)
+            return
+        body, raw, key = parsed
+        response: Response
+        try:
+            response = Response(await score_reply(self.state, body, raw, key),
+                                media_type="application/json")
+        except RequestError as exc:  # as the app's handler answers it
+            response = JSONResponse(refusal_body(exc), exc.status, headers=exc.headers)
+        await response(scope, receive, send)
+
+    @staticmethod
+    def _parse(scope: dict[str, Any], message: dict[str, Any]
+               ) -> tuple[ScoreRequest, bytes, Optional[str]] | None:
+        if message.get("type") != "http.request" or message.get("more_body"):
+            return None
+        keys = [v for k, v in scope["headers"] if k == b"idempotency-key"]
+        if len(keys) > 1 or (keys and len(keys[0]) > 200):
+            return None
+        raw = message.get("body", b"")
+        try:
+            body = ScoreRequest.model_validate(json.loads(raw))
+        except (ValueError, ValidationError):  # JSON or field errors: the route answers them
+            return None
+        return body, raw, keys[0].decode("latin-1") if keys else None
+
+
 def create_app(settings: ServerSettings) -> FastAPI:
     """A FastAPI app serving ``settings``' rewards; its Scorers are built at startup."""
     state = ServerState(settings)
@@ -245,6 +334,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
                   description="Rewards over HTTP: rewardkit Scorers with dynamic batching.",
                   **lenient)
     app.state.rewardkit = state
+    app.add_middleware(ScoreFastPath, state=state)  # inside the guard: limits apply first
     app.add_middleware(GuardMiddleware, token=settings.token,
                        max_body_bytes=settings.max_body_bytes, metrics=state.metrics,
                        max_request_samples=settings.max_request_samples,
@@ -261,10 +351,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
 
     @app.exception_handler(RequestError)
     async def _refused(request: Request, exc: RequestError) -> JSONResponse:
-        body: dict[str, Any] = {"detail": exc.detail}
-        body["error"] = (_validation_message(exc.detail) if isinstance(exc.detail, list)
-                         else str(exc.detail))
-        return JSONResponse(body, exc.status, headers=exc.headers)
+        return JSONResponse(refusal_body(exc), exc.status, headers=exc.headers)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
@@ -275,24 +362,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
               summary="Score samples with a served reward")
     async def score(body: ScoreRequest, request: Request,
                     idempotency_key: Optional[str] = Header(None, max_length=200)) -> Response:
-        await state.ensure_started()
-        batcher = state.batcher(body.reward, ("body", "reward"))
-        state.check_size(len(body.samples))
-        samples = [sample_or_error({
-            "prompt": s.prompt if isinstance(s.prompt, str) else [m.model_dump() for m in s.prompt],
-            "completion": s.completion if s.completion is None or isinstance(s.completion, str)
-            else [m.model_dump() for m in s.completion],
-            "reference": s.reference, "metadata": s.metadata}, batcher.error_value)
-            for s in body.samples]
-        key = body.request_id or idempotency_key
-
-        async def compute() -> bytes:
-            scores = await state.score(batcher, samples)
-            return _json({"scores": [sc.to_dict() for sc in scores], "reward": batcher.name,
-                          "request_id": key})
-
-        fingerprint = hashlib.blake2b(await request.body(), digest_size=16).digest()
-        return Response(await state.once(key, fingerprint, compute),
+        return Response(await score_reply(state, body, await request.body(), idempotency_key),
                         media_type="application/json")
 
     @app.post("/get_reward", response_model=OpenRLHFResponse,

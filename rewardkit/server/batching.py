@@ -6,7 +6,9 @@ of up to ``max_batch_samples`` by taking samples from the queued flows in turn (
 never queued behind the whole of another client's 32 slow samples: it is served in the next
 batch. While all slots are busy the queue keeps growing, so under load a model sees full batches
 without any waiting; a lone request is never held back (``max_wait_ms`` > 0 holds a batch back
-for that long when a slot is free, to fill it further under light load). This is the dynamic
+for that long when a slot is free, to fill it further under light load). When a batch is done,
+the next one is taken and handed to the worker before the done batch's requests are answered,
+so that the model computes while the event loop writes the replies. This is the dynamic
 batching of inference servers such as NVIDIA Triton (``max_queue_delay``) and Ray Serve
 (``@serve.batch``), plus the per-flow fairness of a round-robin scheduler.
 
@@ -200,12 +202,14 @@ class Batcher:
                 if not self._flows:
                     continue
             batch = self._take()
-            if not batch:
-                continue
-            self._free -= 1
-            task = asyncio.create_task(self._dispatch(batch))
-            self._running.add(task)
-            task.add_done_callback(self._running.discard)
+            if batch:
+                self._start(batch)
+
+    def _start(self, batch: list[Segment]) -> None:
+        self._free -= 1
+        task = asyncio.create_task(self._dispatch(batch))
+        self._running.add(task)
+        task.add_done_callback(self._running.discard)
 
     def _take(self) -> list[Segment]:
         """A batch: whole requests in order when samples must be scored together, else samples
@@ -249,6 +253,7 @@ class Batcher:
     async def _dispatch(self, batch: list[Segment]) -> None:
         n = sum(end - start for _, start, end in batch)
         started = time.perf_counter()
+        freed = False
         try:
             try:
                 results = await self.worker.run([f.samples[a:b] for f, a, b in batch])
@@ -257,6 +262,8 @@ class Batcher:
                 await self._retry(batch)
             else:
                 self._adapt(batch, (time.perf_counter() - started) / max(n, 1))
+                freed = True
+                self._hand_on()
                 for segment, scores in zip(batch, results):
                     self._deliver(segment, scores)
         except Exception as exc:  # noqa: BLE001 - never leave a request waiting forever
@@ -268,8 +275,22 @@ class Batcher:
             self.metrics.batch_size.labels(self.name).observe(n)
             self.metrics.batch_latency.labels(self.name).observe(time.perf_counter() - started)
             self._release(n)
-            self._free += 1
+            if not freed:
+                self._free += 1
             self._wakeup.set()
+
+    def _hand_on(self) -> None:
+        """Free this batch's slot and, when samples are queued and no batch is held back to
+        fill (``max_wait_ms`` 0), start the next batch now, before this one's results are
+        delivered: its worker then scores while the event loop answers this batch's requests,
+        instead of waiting for them and for the batch loop's turn."""
+        self._free += 1
+        if self.max_wait_s > 0 or self._closing:
+            return
+        self._drop_done()
+        batch = self._take() if self._flows else []
+        if batch:
+            self._start(batch)
 
     def _adapt(self, batch: list[Segment], per_sample_s: float) -> None:
         """Each flow's next chunk: doubled while a batch stays within the quantum, else what
