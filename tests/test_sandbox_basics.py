@@ -84,10 +84,13 @@ def test_wall_time_limit_kills_a_sleeping_program(sb):
 
 
 def test_cpu_time_limit_stops_a_busy_loop(sb):
-    r = sb.run(Program("while True: pass"), limits=FAST.replace(cpu_s=1, wall_s=5))
-    # SIGXCPU: the CPU limit ended it, not the wall clock (rusage's CPU figure lags the
-    # kernel's own count on a loaded machine, so it is not compared).
-    assert r.status == "timeout" and r.signal == signal.SIGXCPU
+    r = sb.run(Program("while True: pass"), limits=FAST.replace(cpu_s=1, wall_s=60))
+    # The CPU limit ended it, not the wall clock: the kernel's SIGXCPU (RLIMIT_CPU) or the
+    # sandbox's own SIGKILL when the run's cgroup has used its CPU seconds, whichever comes
+    # first (they race at the limit), long before the 60 s wall clock. The wall clock is
+    # generous because on a loaded host one CPU second can take many seconds of wall time.
+    assert r.status == "timeout" and r.signal in (signal.SIGXCPU, signal.SIGKILL)
+    assert r.wall_s < 30
 
 
 def test_memory_limit_is_reported(sb):
