@@ -12,11 +12,12 @@ Why the slips look like this: a reward model learns whatever separates its pairs
 When every wrong answer was the right one +10, +20 or +30, "the smaller answer is better"
 scored 0.66 and the model learned it. Here, by construction:
 
-* the wrong answer is above the right one in exactly half the pairs and below in the other half;
+* the wrong answer is above or below the right one with probability ½ each;
 * the slip's direction and digit position (units, tens, hundreds) are drawn uniformly
   *before* the problem is looked at, and a problem that cannot take them is dropped, so no
   position is safe to ignore and position says nothing about direction;
-* a digit is replaced, never added or removed, so both answers have the same length;
+* a digit is replaced, never added or removed, so the slipped result keeps its length (a
+  later sum carrying it may still cross a power of ten);
 * operands range from 1 to 2 digits (running sums reach 3) and problems from 2 to 4 steps;
   the prompt comes in several templates.
 
