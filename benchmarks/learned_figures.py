@@ -13,12 +13,21 @@ data/learned/recipe.yaml:
 then scores the held-out slices (data/learned/rm_slices.jsonl, prm_slices.jsonl) with
 ``eval rm`` / ``eval prm`` (ProcessBench's layout, and the training layout beside it) and the
 trivial baselines on the same pairs. A run whose ``final/`` already exists under ``--out`` is
-evaluated, not retrained (delete it to retrain). Takes about 10 minutes per seed on a quiet
-2-core machine (more when it is shared).
+evaluated, not retrained (delete it to retrain), and its evaluation is kept in ``summary.json``
+beside it while the weights and the slices file are unchanged. ``--train-only rm|trl|prm``
+trains one kind of run and stops, so runs can train side by side before one call evaluates
+them all:
+
+    for k in rm trl prm; do python benchmarks/learned_figures.py --train-only $k --seeds 0 1 2 & done
+    python benchmarks/learned_figures.py --seeds 0 1 2 --write-docs
+
+With the shipped recipe a reward-model run takes 12-18 minutes on one thread of a shared 2-core
+machine (``train_seconds`` in the figures file), a process reward model about half that.
 """
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import statistics
 import sys
@@ -45,7 +54,7 @@ def train_rewardkit(task: str, seed: int, out: Path, steps: int | None) -> tuple
 
     final = out / "final"
     if (final / "config.json").is_file():
-        return final, float("nan")
+        return final, _seconds(out)
     options = {**recipe(), "task": task, "seed": seed, "output_dir": str(out),
                "model": str(DATA / "base"), "data": str(DATA / f"{task}_train.jsonl"),
                "eval_data": str(DATA / f"{task}_test.jsonl"), "device": "cpu",
@@ -54,14 +63,24 @@ def train_rewardkit(task: str, seed: int, out: Path, steps: int | None) -> tuple
         options["steps"] = steps
     start = time.perf_counter()
     train_reward_model(RewardTrainConfig(**options))
-    return final, time.perf_counter() - start
+    return final, _seconds(out, time.perf_counter() - start)
+
+
+def _seconds(out: Path, seconds: float | None = None) -> float:
+    """Record a run's training time beside it (``seconds`` given), or read it back (NaN when
+    the run was made without it), so a run trained by an earlier call keeps its time."""
+    path = out / "train_seconds.txt"
+    if seconds is not None:
+        path.write_text(f"{seconds}\n")
+        return seconds
+    return float(path.read_text()) if path.is_file() else float("nan")
 
 
 def train_trl(seed: int, out: Path, steps: int | None) -> tuple[Path, float]:
     """TRL's RewardTrainer with the recipe's settings, written where ``reward_model`` reads it."""
     final = out / "final"
     if (final / "config.json").is_file():
-        return final, float("nan")
+        return final, _seconds(out)
     import torch
     from datasets import load_dataset
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
@@ -91,7 +110,7 @@ def train_trl(seed: int, out: Path, steps: int | None) -> tuple[Path, float]:
     seconds = time.perf_counter() - start
     trainer.save_model(str(final))
     tok.save_pretrained(str(final))
-    return final, seconds
+    return final, _seconds(out, seconds)
 
 
 def eval_rm(model: Path) -> dict[str, Any]:
@@ -114,6 +133,27 @@ def eval_prm(model: Path) -> dict[str, Any]:
     out["training_layout"] = evaluate_process_reward(scorer, rows, layout="training",
                                                      heuristics=False)
     return out
+
+
+def evaluated(model: Path, data: str, summarize: Any, seconds: float) -> dict[str, Any]:
+    """``summarize(report, seconds)`` of the model's evaluation on ``data`` (``rm`` or ``prm``),
+    kept beside the run in ``summary.json`` and reused while the model's weights and the
+    slices file are the ones it was computed from (their hashes are stored with it)."""
+    key = {"weights": _sha256(model / "model.safetensors"),
+           "slices": _sha256(DATA / f"{data}_slices.jsonl")}
+    path = model.parent / "summary.json"
+    if path.is_file():
+        cached = json.loads(path.read_text())
+        if cached.get("key") == key:
+            return {**cached["summary"], "train_seconds": seconds}
+    report = eval_rm(model) if data == "rm" else eval_prm(model)
+    summary = summarize(report, seconds)
+    path.write_text(json.dumps({"key": key, "summary": summary}))
+    return summary
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def _rm_summary(report: dict[str, Any], seconds: float) -> dict[str, Any]:
@@ -221,9 +261,23 @@ def main() -> None:
     parser.add_argument("--no-prm", action="store_true", help="skip the process reward model")
     parser.add_argument("--rm-steps", type=int, help="override the recipe's steps (rm)")
     parser.add_argument("--prm-steps", type=int, help="override the recipe's steps (prm)")
+    parser.add_argument("--train-only", choices=("rm", "trl", "prm"),
+                        help="train this one run per seed and stop (no evaluation, no JSON): "
+                             "separate calls can then train side by side, and a last call "
+                             "without it evaluates them all")
     parser.add_argument("--write-docs", action="store_true",
                         help="render the table into docs/learned.md between its markers")
     args = parser.parse_args()
+    if args.train_only:
+        for seed in args.seeds:
+            if args.train_only == "trl":
+                train_trl(seed, args.out / f"trl_seed{seed}", args.rm_steps)
+            else:
+                steps = args.rm_steps if args.train_only == "rm" else args.prm_steps
+                train_rewardkit(args.train_only, seed, args.out / f"{args.train_only}_seed{seed}",
+                                steps)
+            print(f"trained {args.train_only} seed {seed}", flush=True)
+        return
     from rewardkit.models.data import read_pairs, read_solutions
     from rewardkit.models.heuristics import pair_heuristics, solution_heuristics
 
@@ -240,17 +294,18 @@ def main() -> None:
                     solution_heuristics(read_solutions(str(DATA / "prm_slices.jsonl"))).items()}}}
     for seed in args.seeds:
         model, seconds = train_rewardkit("rm", seed, args.out / f"rm_seed{seed}", args.rm_steps)
-        figures["rm"]["rewardkit"][str(seed)] = _rm_summary(eval_rm(model), seconds)
+        figures["rm"]["rewardkit"][str(seed)] = evaluated(model, "rm", _rm_summary, seconds)
         print(f"seed {seed} train rm: {figures['rm']['rewardkit'][str(seed)]['overall']}",
               flush=True)
         if not args.no_trl:
             model, seconds = train_trl(seed, args.out / f"trl_seed{seed}", args.rm_steps)
-            figures["rm"]["trl"][str(seed)] = _rm_summary(eval_rm(model), seconds)
+            figures["rm"]["trl"][str(seed)] = evaluated(model, "rm", _rm_summary, seconds)
             print(f"seed {seed} TRL: {figures['rm']['trl'][str(seed)]['overall']}", flush=True)
         if not args.no_prm:
             model, seconds = train_rewardkit("prm", seed, args.out / f"prm_seed{seed}",
                                              args.prm_steps)
-            figures["prm"]["rewardkit"][str(seed)] = _prm_summary(eval_prm(model), seconds)
+            figures["prm"]["rewardkit"][str(seed)] = evaluated(model, "prm", _prm_summary,
+                                                                 seconds)
             print(f"seed {seed} train prm: {figures['prm']['rewardkit'][str(seed)]['overall']}",
                   flush=True)
     figures["aggregate"] = aggregate(figures)

@@ -12,10 +12,12 @@ Why the slips look like this: a reward model learns whatever separates its pairs
 When every wrong answer was the right one +10, +20 or +30, "the smaller answer is better"
 scored 0.66 and the model learned it. Here, by construction:
 
-* the wrong answer is above the right one in exactly half the pairs and below in the other half;
-* the slipped digit is drawn uniformly from the result's digit positions (units, tens,
-  hundreds), so no position is safe to ignore;
-* a digit is replaced, never added or removed, so both answers have the same length;
+* the wrong answer is above or below the right one with probability ½ each;
+* the slip's direction and digit position (units, tens, hundreds) are drawn uniformly
+  *before* the problem is looked at, and a problem that cannot take them is dropped, so no
+  position is safe to ignore and position says nothing about direction;
+* a digit is replaced, never added or removed, so the slipped result keeps its length (a
+  later sum carrying it may still cross a power of ten);
 * operands range from 1 to 2 digits (running sums reach 3) and problems from 2 to 4 steps;
   the prompt comes in several templates.
 
@@ -25,10 +27,11 @@ more steps, larger operands, templates never trained on. Their heuristic baselin
 """
 from __future__ import annotations
 
+import itertools
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable, Iterator
 
 STEP_TOKEN = "<step>"
 """The step mark of the ``step_token`` layout in the arithmetic base models."""
@@ -38,7 +41,8 @@ arithmetic policy's own alphabet is digits and ``+-=``)."""
 TRAIN_TEMPLATES = ("expr", "what_is", "sum_of")
 HELD_OUT_TEMPLATES = ("add_and",)
 MAX_POSITIONS = 256
-"""Positions of the base (RoPE: no learned position table); the longest slice needs ~110."""
+"""Positions of the base (RoPE: no learned position table); the longest sequence of the shipped
+slices is 90 tokens (``more_steps``, prompt + completion + EOS), so none is cut."""
 
 
 def render_prompt(ops: list[int], template: str) -> str:
@@ -69,8 +73,16 @@ class Spec:
     direction: str = "both"
     """``both`` (half the wrong answers above, half below), ``above`` or ``below``."""
     positions: tuple[int, ...] | None = None
-    """Digit positions a slip may hit (0 = units); None = any of the result's digits."""
+    """Digit positions a slip may hit (0 = units), drawn uniformly; None = every position the
+    spec's largest sum has."""
     notes: str = ""
+
+    def slip_positions(self) -> tuple[int, ...]:
+        """The digit positions slips are drawn from."""
+        if self.positions is not None:
+            return self.positions
+        largest = self.start[1] + self.steps[1] * (10 ** max(self.addend_digits) - 1)
+        return tuple(range(len(str(largest))))
 
 
 TRAIN = Spec(notes="in distribution: start 1-99, addends of 1-2 digits, 2-4 steps, "
@@ -102,14 +114,14 @@ class Problem:
         return render_prompt(self.ops, self.template)
 
 
-def make_problems(n: int, spec: Spec, seed: int, exclude: set[str] | None = None
-                  ) -> list[Problem]:
-    """``n`` distinct problems drawn as ``spec`` says, none whose expression is in
-    ``exclude`` (which is updated, so splits drawn in turn never share a problem)."""
+def problem_stream(spec: Spec, seed: int, exclude: set[str] | None = None
+                   ) -> Iterator[Problem]:
+    """Distinct problems drawn as ``spec`` says, without end, none whose expression is in
+    ``exclude``; each problem is added to ``exclude`` as it is drawn, so splits drawn in turn
+    never share a problem."""
     rng = random.Random(seed)
     seen = exclude if exclude is not None else set()
-    out: list[Problem] = []
-    while len(out) < n:
+    while True:
         n_steps = rng.randint(*spec.steps)
         ops = [rng.randint(*spec.start)]
         for _ in range(n_steps):
@@ -119,8 +131,13 @@ def make_problems(n: int, spec: Spec, seed: int, exclude: set[str] | None = None
         if key in seen:
             continue
         seen.add(key)
-        out.append(Problem(ops, rng.choice(spec.templates)))
-    return out
+        yield Problem(ops, rng.choice(spec.templates))
+
+
+def make_problems(n: int, spec: Spec, seed: int, exclude: set[str] | None = None
+                  ) -> list[Problem]:
+    """The first ``n`` problems of :func:`problem_stream`."""
+    return list(itertools.islice(problem_stream(spec, seed, exclude), n))
 
 
 def solve(ops: list[int], slip_at: int | None = None, delta: int = 0) -> list[str]:
@@ -134,51 +151,88 @@ def solve(ops: list[int], slip_at: int | None = None, delta: int = 0) -> list[st
     return steps
 
 
-def digit_slip(value: int, up: bool, rng: random.Random,
-               positions: tuple[int, ...] | None = None) -> tuple[int, int] | None:
-    """``value`` with one digit replaced by a larger (``up``) or smaller one, and the digit's
-    position (0 = units); None when no allowed position can move that way. The leading digit
-    never becomes 0, so the length is kept."""
+@dataclass(frozen=True)
+class SlipKind:
+    """What a slip will be, drawn before the problem is looked at."""
+
+    up: bool
+    """The wrong digit is larger (True) or smaller."""
+    position: int
+    """Digit position (0 = units)."""
+
+
+def draw_slip_kind(rng: random.Random, spec: Spec = TRAIN) -> SlipKind:
+    """A direction and a digit position, each uniform over what ``spec`` allows, drawn
+    *before* any problem is seen: a problem that cannot take them is dropped, never given
+    another kind, so direction and position stay independent of each other and of the
+    problem (drawing the direction and then the first position that can move that way made
+    hundreds slips mostly upward: a leading 1 cannot go down)."""
+    up = rng.random() < 0.5 if spec.direction == "both" else spec.direction == "above"
+    return SlipKind(up, rng.choice(spec.slip_positions()))
+
+
+def digit_slip(value: int, kind: SlipKind, rng: random.Random) -> int | None:
+    """``value`` with the digit at ``kind.position`` replaced by a uniformly drawn larger
+    (``kind.up``) or smaller one; None when ``value`` has no such digit or it cannot move that
+    way. The leading digit never becomes 0, so the length is kept."""
     digits = str(value)
-    places = [p for p in range(len(digits)) if positions is None or p in positions]
-    rng.shuffle(places)
-    for p in places:
-        d = int(digits[len(digits) - 1 - p])
-        low = 1 if (p == len(digits) - 1 and len(digits) > 1) else 0
-        choices = list(range(d + 1, 10)) if up else list(range(low, d))
-        if choices:
-            return value + (rng.choice(choices) - d) * 10 ** p, p
-    return None
+    p = kind.position
+    if p >= len(digits):
+        return None
+    d = int(digits[len(digits) - 1 - p])
+    low = 1 if (p == len(digits) - 1 and len(digits) > 1) else 0
+    choices = list(range(d + 1, 10)) if kind.up else list(range(low, d))
+    if not choices:
+        return None
+    return value + (rng.choice(choices) - d) * 10 ** p
 
 
-def slip(ops: list[int], rng: random.Random, direction: str = "both",
-         positions: tuple[int, ...] | None = None) -> tuple[list[str], dict[str, Any]] | None:
-    """A wrong solution and what was slipped (step, digit position, direction); None when
-    this problem admits no slip of the asked kind."""
-    up = rng.random() < 0.5 if direction == "both" else direction == "above"
+def slip(ops: list[int], kind: SlipKind, rng: random.Random
+         ) -> tuple[list[str], dict[str, Any]] | None:
+    """A wrong solution with a slip of ``kind`` at a step drawn uniformly from the steps that
+    can take it, and what was slipped (step, digit position, direction); None when no step of
+    this problem can take that kind."""
     at_order = list(range(len(ops) - 1))
     rng.shuffle(at_order)
     for at in at_order:
         right = sum(ops[:at + 2])
-        got = digit_slip(right, up, rng, positions)
-        if got is not None:
-            wrong, pos = got
-            return solve(ops, at, wrong - right), {"slip_step": at, "slip_position": pos,
-                                                   "direction": "above" if up else "below"}
+        wrong = digit_slip(right, kind, rng)
+        if wrong is not None:
+            return solve(ops, at, wrong - right), {
+                "slip_step": at, "slip_position": kind.position,
+                "direction": "above" if kind.up else "below"}
     return None
 
 
-def preference_rows(problems: list[Problem], seed: int, spec: Spec = TRAIN,
-                    slice_name: str | None = None) -> list[dict[str, Any]]:
-    """TRL preference rows ``{prompt, chosen, rejected, subset}``: the right worked solution
-    against one with a slip. ``subset`` is the slice name when given, else the step count."""
-    rng = random.Random(seed)
-    rows = []
+def _slipped(problems: Iterable[Problem], rng: random.Random, spec: Spec, n: int | None
+             ) -> Iterator[tuple[Problem, tuple[list[str], dict[str, Any]]]]:
+    """The first ``n`` (None: all) problems that can take the slip kind drawn for them, each
+    with its slipped solution; a problem that cannot is dropped and the kind waits for the next
+    problem."""
+    if n is not None and n <= 0:
+        return
+    kind = draw_slip_kind(rng, spec)
+    kept = 0
     for pb in problems:
-        got = slip(pb.ops, rng, spec.direction, spec.positions)
+        got = slip(pb.ops, kind, rng)
         if got is None:
             continue
-        wrong, meta = got
+        yield pb, got
+        kept += 1
+        if n is not None and kept >= n:
+            return
+        kind = draw_slip_kind(rng, spec)
+
+
+def preference_rows(problems: Iterable[Problem], seed: int, spec: Spec = TRAIN,
+                    slice_name: str | None = None, n: int | None = None
+                    ) -> list[dict[str, Any]]:
+    """TRL preference rows ``{prompt, chosen, rejected, subset}``: the right worked solution
+    against one with a slip; ``n`` rows at most (with :func:`problem_stream`, exactly ``n``).
+    ``subset`` is the slice name when given, else the step count."""
+    rng = random.Random(seed)
+    rows = []
+    for pb, (wrong, meta) in _slipped(problems, rng, spec, n):
         right = solve(pb.ops)
         rows.append({"prompt": pb.prompt, "chosen": "\n".join(right),
                      "rejected": "\n".join(wrong),
@@ -187,17 +241,18 @@ def preference_rows(problems: list[Problem], seed: int, spec: Spec = TRAIN,
     return rows
 
 
-def stepwise_rows(problems: list[Problem], seed: int, spec: Spec = TRAIN,
-                  slice_name: str | None = None, wrong_fraction: float = 0.5
-                  ) -> list[dict[str, Any]]:
-    """TRL stepwise rows ``{prompt, completions, labels, label, subset}``; ``label`` is the
-    index of the first wrong step or -1 (ProcessBench's field)."""
+def stepwise_rows(problems: Iterable[Problem], seed: int, spec: Spec = TRAIN,
+                  slice_name: str | None = None, wrong_fraction: float = 0.5,
+                  n: int | None = None) -> list[dict[str, Any]]:
+    """TRL stepwise rows ``{prompt, completions, labels, label, subset}``, ``n`` at most;
+    ``label`` is the index of the first wrong step or -1 (ProcessBench's field). Every kept problem could take
+    its slip, whether it is then shown clean or slipped, so clean and wrong solutions come from
+    the same problems."""
     rng = random.Random(seed)
     rows = []
-    for pb in problems:
-        got = slip(pb.ops, rng, spec.direction, spec.positions) \
-            if rng.random() < wrong_fraction else None
-        steps, at = (got[0], got[1]["slip_step"]) if got else (solve(pb.ops), -1)
+    for pb, (wrong, meta) in _slipped(problems, rng, spec, n):
+        is_wrong = rng.random() < wrong_fraction
+        steps, at = (wrong, meta["slip_step"]) if is_wrong else (solve(pb.ops), -1)
         labels = [at == -1 or i < at for i in range(len(steps))]
         rows.append({"prompt": pb.prompt, "completions": steps, "labels": labels,
                      "label": at, "subset": slice_name or f"{len(steps)}_steps",

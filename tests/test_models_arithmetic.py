@@ -1,0 +1,61 @@
+"""The arithmetic learned-reward data (rewardkit/models/arithmetic.py): a slip's direction and
+digit position are drawn before the problem, so no slice leaves a direction shortcut."""
+from __future__ import annotations
+
+import collections
+import json
+
+import pytest
+
+pytest.importorskip("torch")
+
+from rewardkit.models import arithmetic  # noqa: E402
+from rewardkit.models.data import read_pairs  # noqa: E402
+from rewardkit.models.heuristics import pair_heuristics  # noqa: E402
+
+
+def _rows(name: str, n: int = 600, seed: int = 0) -> list[dict]:
+    spec = arithmetic.SLICES[name]
+    return arithmetic.preference_rows(arithmetic.problem_stream(spec, seed), seed + 1, spec,
+                                      name, n=n)
+
+
+@pytest.mark.parametrize("name", ["in_distribution", "hundreds_slip", "units_slip",
+                                  "larger_operands"])
+def test_direction_is_balanced_within_every_digit_position(name):
+    """A leading hundreds digit 1 cannot be slipped down; drawing the direction first and then
+    the first position that could move made hundreds slips mostly upward."""
+    rows = _rows(name)
+    by_position = collections.defaultdict(collections.Counter)
+    for r in rows:
+        by_position[r["slip_position"]][r["direction"]] += 1
+    for position, counts in by_position.items():
+        share = counts["above"] / sum(counts.values())
+        assert 0.4 < share < 0.6, (name, position, counts)
+
+
+def test_no_trivial_rule_separates_the_hundreds_slip_slice(tmp_path):
+    path = tmp_path / "hundreds.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in _rows("hundreds_slip", n=800)))
+    report = pair_heuristics(read_pairs(str(path)))["hundreds_slip"]
+    assert set(report["defeats"]) == {"shorter", "longer", "smaller", "larger", "overlap"}, \
+        {k: v["accuracy"] for k, v in report.items() if isinstance(v, dict)}
+
+
+def test_a_slip_is_exactly_the_drawn_kind_and_wrong_only_at_its_step():
+    rng = __import__("random").Random(0)
+    ops = [152, 47, 90]            # sums 199, 289
+    kind = arithmetic.SlipKind(up=False, position=2)
+    steps, meta = arithmetic.slip(ops, kind, rng)
+    assert meta == {"slip_step": 1, "slip_position": 2, "direction": "below"}  # 199 cannot
+    left, result = steps[1].split("=")
+    assert int(result) < 289 and str(int(result))[1:] == "89"   # only the hundreds digit
+    assert arithmetic.slip([12, 5], kind, rng) is None          # no hundreds digit at all
+
+
+def test_streams_give_exactly_n_rows_and_positions_follow_the_spec():
+    rows = _rows("in_distribution", n=250)
+    assert len(rows) == 250
+    assert {r["slip_position"] for r in rows} == {0, 1, 2}
+    assert arithmetic.Spec(start=(1, 30), addend_digits=(1,)).slip_positions() == (0, 1)
+    assert arithmetic.SLICES["units_slip"].slip_positions() == (0,)
