@@ -41,8 +41,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 ARITH = ROOT / "data" / "arithmetic"
-RUNS = ("single", "mean", "penalty", "min", "kl_strong", "par", "early_stop", "refresh")
-ENSEMBLE_ARMS = {"mean", "penalty", "min"}
+RUNS = ("single", "mean", "penalty", "min", "kl_strong", "par", "early_stop", "refresh",
+        "disagreement_stop")
+ENSEMBLE_ARMS = {"mean", "penalty", "min", "disagreement_stop"}
 
 
 # -- data --------------------------------------------------------------------------------------
@@ -156,7 +157,7 @@ def _heldout_report(root: Path, heldout: Path, k: int) -> dict[str, Any]:
 def reward_spec(name: str, out: Path, data: dict[str, Path], args: argparse.Namespace
                 ) -> dict[str, Any]:
     single = {"reward": "reward_model", "options": {"model": str(out / "rm_single" / "final")}}
-    if name in ("single", "kl_strong", "early_stop", "refresh"):
+    if name in ("single", "kl_strong", "early_stop", "refresh", "disagreement_stop"):
         return single
     if name == "par":
         return {"reward": "shaped", "options": {
@@ -168,13 +169,24 @@ def reward_spec(name: str, out: Path, data: dict[str, Path], args: argparse.Name
         "reference": str(data["reference"])}}
 
 
+def ensemble_spec(out: Path, data: dict[str, Path], combine: str = "mean") -> dict[str, Any]:
+    return {"reward": "ensemble", "options": {
+        "model": str(out / "rm_ensemble" / "final"), "combine": combine,
+        "reference": str(data["reference"])}}
+
+
 def run_policy(name: str, out: Path, data: dict[str, Path], args: argparse.Namespace,
-               seed: int) -> Path:
+               seed: int) -> list[dict[str, float]]:
     from rewardkit.testing.arithmetic import task_config
     from rewardkit.trainer.loop import train
     from rewardkit.trainer.overoptimisation import Overoptimised
 
+    import torch
+
+    torch.set_num_threads(1)
     spec = reward_spec(name, out, data, args)
+    refresh = name == "refresh"
+    watch = name == "disagreement_stop"
     run_dir = out / f"grpo_{name}_seed{seed}"
     if run_dir.exists():
         shutil.rmtree(run_dir)
@@ -188,21 +200,27 @@ def run_policy(name: str, out: Path, data: dict[str, Path], args: argparse.Names
         learning_rate=args.lr, warmup_steps=10, clip_eps_high=0.28,
         kl_coef=args.kl_coef * (args.kl_strong if name == "kl_strong" else 1.0),
         stop_on_overoptimisation=args.patience if name == "early_stop" else 0,
-        reward_refresh_every=args.refresh_every if name == "refresh" else 0,
-        reward_refresh={"data": str(data["pairs"]), "steps": 50, "batch_size": 16,
-                        "learning_rate": 3e-4} if name == "refresh" else {},
+        reward_refresh_every=args.refresh_every if refresh else 0,
+        reward_refresh={"data": str(data["pairs"]), "steps": args.refresh_steps,
+                        "new_weight": args.refresh_weight, "batch_size": 16,
+                        "learning_rate": 3e-4} if refresh else {},
+        monitor_reward=ensemble_spec(out, data) if watch else None,
+        stop_on_disagreement=args.disagreement_patience if watch else 0,
+        disagreement_margin=args.disagreement_margin,
         seed=seed, plots=True, progress=not args.quiet)
     try:
         train(cfg)
-    except Overoptimised as exc:  # the early-stop arm ends here, by design
+    except Overoptimised as exc:  # the early-stop arms end here, by design
         print(f"  {name} seed {seed}: stopped by the monitor ({exc})", flush=True)
-    return run_dir
+    return curve(run_dir)
 
 
 def curve(run_dir: Path) -> list[dict[str, float]]:
     rows = [json.loads(line) for line in open(run_dir / "metrics.jsonl")]
     return [{"step": r["step"], "proxy": r["eval/reward_mean"], "gold": r["eval/gold_mean"],
-             "kl": r.get("eval/kl", 0.0)} for r in rows if "eval/gold_mean" in r]
+             "kl": r.get("eval/kl", 0.0),
+             **({"disagreement": r["eval/disagreement"]} if "eval/disagreement" in r else {})}
+            for r in rows if "eval/gold_mean" in r]
 
 
 def summarise(points: list[dict[str, float]]) -> dict[str, Any]:
@@ -318,6 +336,19 @@ def main() -> None:
                              "before the monitor stops the run")
     parser.add_argument("--refresh-every", type=int, default=25,
                         help="arm refresh: GRPO steps between reward-model refreshes")
+    parser.add_argument("--refresh-steps", type=int, default=50,
+                        help="arm refresh: fine-tuning steps of each refresh")
+    parser.add_argument("--refresh-weight", type=int, default=1,
+                        help="arm refresh: times each new gold-labelled pair is repeated in "
+                             "the fine-tuning set (the 2,000 original pairs once)")
+    parser.add_argument("--disagreement-patience", type=int, default=2,
+                        help="arm disagreement_stop: evaluations in a row of rising proxy and "
+                             "rising ensemble disagreement before the stop (0: log only)")
+    parser.add_argument("--disagreement-margin", type=float, default=0.0,
+                        help="arm disagreement_stop: count an evaluation only when the "
+                             "disagreement is this much (relative) above its first value")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="policy runs at once, one process (and one thread) each")
     parser.add_argument("--seed", type=int, default=0,
                         help="seed of the data and the reward models")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2],
@@ -352,14 +383,27 @@ def main() -> None:
               "min": f"(d) ensemble min (WCO), K={args.members}",
               "kl_strong": f"(e) single proxy, KL coef ×{args.kl_strong:g}",
               "par": "(f) single proxy, PAR σ(r − r_ref)",
-              "early_stop": f"(g) single proxy, monitor stop (patience {args.patience})",
+              "early_stop": f"(g) single proxy, stop once held-out gold falls (reads gold; "
+                            f"patience {args.patience})",
               "refresh": f"(h) proxy refreshed on gold-labelled samples every "
                          f"{args.refresh_every} steps"}
+    labels["disagreement_stop"] = (f"(i) single proxy, stop on rising ensemble disagreement "
+                                   f"(patience {args.disagreement_patience}, no gold)")
+    jobs = [(name, seed) for name in names for seed in args.seeds]
+    for name, seed in jobs:
+        print(f"GRPO against {labels[name]}, seed {seed} ...", flush=True)
+    if args.jobs > 1:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(args.jobs, mp_context=multiprocessing.get_context("spawn")
+                                 ) as pool:
+            done = list(pool.map(run_policy, *zip(*[(n, out, data, args, s) for n, s in jobs])))
+    else:
+        done = [run_policy(n, out, data, args, s) for n, s in jobs]
     curves: dict[str, list[list[dict[str, float]]]] = {}
-    for name in names:
-        for seed in args.seeds:
-            print(f"GRPO against {labels[name]}, seed {seed} ...", flush=True)
-            curves.setdefault(name, []).append(curve(run_policy(name, out, data, args, seed)))
+    for (name, _), points in zip(jobs, done):
+        curves.setdefault(name, []).append(points)
     per_seed = {n: [summarise(c) for c in runs] for n, runs in curves.items()}
     summaries = {n: over_seeds(s) for n, s in per_seed.items()}
     plot(curves, labels, out / "overoptimisation.png")

@@ -39,6 +39,7 @@ from ..runtime.health import NoLearningSignal, SignalMonitor, deferred_sigint
 from ..runtime.schedule import lr_factor
 from .reward_refresh import refreshed_reward
 from .overoptimisation import OveroptimisationMonitor, plot_proxy_and_gold_against_kl
+from .early_stop import DisagreementStop
 from .losses import (aggregate, clipped_policy_loss, kl_penalty, logprobs_and_entropy,
                      top_entropy_mask, value_loss)
 from ..runtime.metrics import MetricsLogger, run_caption
@@ -76,6 +77,8 @@ class Trainer:
         self.scorer = scorer or _load_reward(cfg.reward, cfg.reward_options, "reward")
         self.gold = gold_scorer or (_load_reward(cfg.gold_reward, {}, "gold_reward")
                                     if cfg.gold_reward else None)
+        self.monitor = (_load_reward(cfg.monitor_reward, {}, "monitor_reward")
+                        if cfg.monitor_reward else None)
         if cfg.reward_refresh_every:
             self.scorer = refreshed_reward(cfg, self.scorer)
         self.policy: Policy = load_policy(cfg, self.dist.device(cfg.device))
@@ -116,6 +119,7 @@ class Trainer:
             self.vllm = VLLMGenerator(cfg, self.policy)
         self.signal = SignalMonitor(cfg.stop_without_signal)
         self.overoptimisation = OveroptimisationMonitor(cfg.stop_on_overoptimisation)
+        self.early_stop = DisagreementStop(cfg.stop_on_disagreement, cfg.disagreement_margin)
         self.optimizer = torch.optim.AdamW(params, lr=cfg.learning_rate, betas=cfg.adam_betas,
                                            weight_decay=cfg.weight_decay)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
@@ -483,6 +487,7 @@ class Trainer:
                         self.save()
                     self._check_signal(metrics)
                     self.overoptimisation.raise_if_overoptimised()
+                    self.early_stop.raise_if_diverging()
                     bar.update(1)
                     bar.set_postfix(reward=f"{metrics.get('reward/mean', float('nan')):.3f}")
                     last = metrics
@@ -521,6 +526,7 @@ class Trainer:
         """Evaluate, adding the proxy–gold gap and this step's KL to the reference."""
         metrics = self.evaluate()
         metrics.update(self.overoptimisation.update(metrics, step_metrics.get("kl")))
+        self.early_stop.update(metrics)
         self._say(evaluation_line(self.step_count, metrics, self.logger.path))
         return metrics
 
@@ -543,7 +549,8 @@ class Trainer:
         with self.policy.autocast():
             return evaluate(unwrap(self.model), self.policy.tokenizer, self.eval_prompts,
                             self.scorer, options, self.policy.device, cfg.eval_samples,
-                            cfg.eval_k, self.gold, success_threshold=cfg.eval_threshold)
+                            cfg.eval_k, self.gold, success_threshold=cfg.eval_threshold,
+                            monitor=self.monitor)
 
     # -- checkpoints ------------------------------------------------------------------------------
     def save(self) -> Path | None:
