@@ -20,14 +20,22 @@ against
                   warm-start policy writes), bounded and centred per prompt,
   (g) ``early_stop``  the single proxy with the trainer's over-optimisation monitor
                   (``stop_on_overoptimisation``: stop once the held-out gold fell while the proxy
-                  rose ``--patience`` evaluations in a row); its curve ends where it stopped,
+                  rose ``--patience`` evaluations in a row; it reads the gold reward),
+  (h) ``refresh`` the proxy fine-tuned every ``--refresh-every`` steps on the policy's own
+                  samples, paired right over wrong by the gold verifier (``reward_refresh_every``),
+  (i) ``disagreement_stop``  the single proxy stopped once its reward and the ensemble's
+                  disagreement on the held-out samples rose ``--disagreement-patience``
+                  evaluations in a row (``stop_on_disagreement``; never reads the gold reward),
 
 evaluating the gold and the training reward on held-out prompts every ``--eval-every`` steps.
+The stop arms' curves end where they stopped (by default the rule is replayed on the single
+proxy's run of the same seed, see ``--stops``).
 ``--member-data by_slip`` trains member i on wrong answers of one slip family only, so the
 members err in different places (the single proxy is unchanged).
 It writes, under ``--out``: the data, the reward models, one run folder per reward,
-``results.json``, ``results.md`` (the table) and ``overoptimisation.png`` (gold and proxy
-against steps and KL, all four runs). See docs/overoptimisation.md for a run's figures.
+``results.json``, ``results.md`` (the table and the wall time) and ``overoptimisation.png``
+(gold and proxy against steps, every arm's seed mean with its min–max band, and gold against
+KL). See docs/overoptimisation.md for a run's figures.
 """
 from __future__ import annotations
 
@@ -44,6 +52,10 @@ ARITH = ROOT / "data" / "arithmetic"
 RUNS = ("single", "mean", "penalty", "min", "kl_strong", "par", "early_stop", "refresh",
         "disagreement_stop")
 ENSEMBLE_ARMS = {"mean", "penalty", "min", "disagreement_stop"}
+STOP_ARMS = {"early_stop", "disagreement_stop"}
+"""Arms that are the single proxy's run cut short by a stop rule. With ``--stops replay`` (the
+default) the rule is applied to the single proxy's logged evaluations of the same seed instead
+of training again: on a CPU a run is deterministic, so the run with the stop is that prefix."""
 
 
 # -- data --------------------------------------------------------------------------------------
@@ -186,7 +198,7 @@ def run_policy(name: str, out: Path, data: dict[str, Path], args: argparse.Names
     torch.set_num_threads(1)
     spec = reward_spec(name, out, data, args)
     refresh = name == "refresh"
-    watch = name == "disagreement_stop"
+    watch = name == "disagreement_stop" or (name == "single" and getattr(args, "watch", False))
     run_dir = out / f"grpo_{name}_seed{seed}"
     if run_dir.exists():
         shutil.rmtree(run_dir)
@@ -205,7 +217,7 @@ def run_policy(name: str, out: Path, data: dict[str, Path], args: argparse.Names
                         "new_weight": args.refresh_weight, "batch_size": 16,
                         "learning_rate": 3e-4} if refresh else {},
         monitor_reward=ensemble_spec(out, data) if watch else None,
-        stop_on_disagreement=args.disagreement_patience if watch else 0,
+        stop_on_disagreement=args.disagreement_patience if name == "disagreement_stop" else 0,
         disagreement_margin=args.disagreement_margin,
         seed=seed, plots=True, progress=not args.quiet)
     try:
@@ -215,11 +227,40 @@ def run_policy(name: str, out: Path, data: dict[str, Path], args: argparse.Names
     return curve(run_dir)
 
 
+def replay_stop(name: str, points: list[dict[str, float]], args: argparse.Namespace
+                ) -> list[dict[str, float]]:
+    """The single proxy's evaluations up to where arm ``name``'s stop rule, fed the same
+    evaluations in order, stops the run (the trainer's own rule classes)."""
+    from rewardkit.trainer.early_stop import DISAGREEMENT, DisagreementStop
+    from rewardkit.trainer.overoptimisation import (GOLD, PROXY, Overoptimised,
+                                                    OveroptimisationMonitor)
+
+    if name == "early_stop":
+        rule = OveroptimisationMonitor(args.patience)
+        feed = lambda p: rule.update({PROXY: p["proxy"], GOLD: p["gold"]}, p["kl"])  # noqa: E731
+        check = rule.raise_if_overoptimised
+    else:
+        if any("disagreement" not in p for p in points):
+            raise SystemExit("disagreement_stop: the single proxy's run has no eval/disagreement "
+                             "(run it with the ensemble as monitor_reward)")
+        rule = DisagreementStop(args.disagreement_patience, args.disagreement_margin)
+        feed = lambda p: rule.update({PROXY: p["proxy"], DISAGREEMENT: p["disagreement"]})  # noqa: E731
+        check = rule.raise_if_diverging
+    for i, p in enumerate(points):
+        feed(p)
+        try:
+            check()
+        except Overoptimised:
+            return points[:i + 1]
+    return points
+
+
 def curve(run_dir: Path) -> list[dict[str, float]]:
     rows = [json.loads(line) for line in open(run_dir / "metrics.jsonl")]
     return [{"step": r["step"], "proxy": r["eval/reward_mean"], "gold": r["eval/gold_mean"],
              "kl": r.get("eval/kl", 0.0),
-             **({"disagreement": r["eval/disagreement"]} if "eval/disagreement" in r else {})}
+             **({"disagreement": r["eval/disagreement"], "monitor": r["eval/monitor_mean"]}
+                if "eval/disagreement" in r else {})}
             for r in rows if "eval/gold_mean" in r]
 
 
@@ -347,6 +388,9 @@ def main() -> None:
     parser.add_argument("--disagreement-margin", type=float, default=0.0,
                         help="arm disagreement_stop: count an evaluation only when the "
                              "disagreement is this much (relative) above its first value")
+    parser.add_argument("--stops", choices=("replay", "run"), default="replay",
+                        help="arms early_stop and disagreement_stop: replay the stop rule on "
+                             "the single proxy's run of the same seed, or train them again")
     parser.add_argument("--jobs", type=int, default=1,
                         help="policy runs at once, one process (and one thread) each")
     parser.add_argument("--seed", type=int, default=0,
@@ -389,7 +433,12 @@ def main() -> None:
                          f"{args.refresh_every} steps"}
     labels["disagreement_stop"] = (f"(i) single proxy, stop on rising ensemble disagreement "
                                    f"(patience {args.disagreement_patience}, no gold)")
-    jobs = [(name, seed) for name in names for seed in args.seeds]
+    replayed = [n for n in names if n in STOP_ARMS] if args.stops == "replay" else []
+    trained = [n for n in names if n not in replayed]
+    if replayed and "single" not in trained:
+        trained.insert(0, "single")
+    args.watch = "disagreement_stop" in replayed   # the single run logs the disagreement
+    jobs = [(name, seed) for name in trained for seed in args.seeds]
     for name, seed in jobs:
         print(f"GRPO against {labels[name]}, seed {seed} ...", flush=True)
     if args.jobs > 1:
@@ -404,6 +453,9 @@ def main() -> None:
     curves: dict[str, list[list[dict[str, float]]]] = {}
     for (name, _), points in zip(jobs, done):
         curves.setdefault(name, []).append(points)
+    for name in replayed:
+        curves[name] = [replay_stop(name, points, args) for points in curves["single"]]
+    curves = {n: curves[n] for n in dict.fromkeys(trained + names) if n in curves}
     per_seed = {n: [summarise(c) for c in runs] for n, runs in curves.items()}
     summaries = {n: over_seeds(s) for n, s in per_seed.items()}
     plot(curves, labels, out / "overoptimisation.png")

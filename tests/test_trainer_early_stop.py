@@ -105,4 +105,5 @@ def test_trainer_logs_the_disagreement_and_stops_without_reading_gold(tmp_path, 
     rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").open()]
     spreads = [r["eval/disagreement"] for r in rows if "eval/disagreement" in r]
     assert spreads == [1.0, 2.0, 3.0]
+    assert all(r["eval/monitor_mean"] == 0.0 for r in rows if "eval/disagreement" in r)
     assert (tmp_path / "run" / "checkpoints" / "step-2").exists()

@@ -23,7 +23,7 @@ from ..compose import ConfigError
 from ..types import Score
 from .overoptimisation import PROXY, Overoptimised
 
-DISAGREEMENT = "eval/disagreement"
+DISAGREEMENT, MONITOR = "eval/disagreement", "eval/monitor_mean"
 
 
 def mean_disagreement(scores: Sequence[Score], name: str = "monitor_reward") -> float:

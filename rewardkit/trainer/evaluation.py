@@ -11,7 +11,7 @@ import torch
 from ..scorer import Scorer
 from ..types import Sample
 from .data import Prompt
-from .early_stop import DISAGREEMENT, mean_disagreement
+from .early_stop import DISAGREEMENT, MONITOR, mean_disagreement
 from .generation import GenerationOptions, generate, left_pad
 
 
@@ -49,8 +49,8 @@ def evaluate(model: Any, tokenizer: Any, prompts: Sequence[Prompt], scorer: Scor
     - ``eval/pass@k``: unbiased pass@k for each k;
     - ``eval/greedy``: fraction of prompts whose greedy completion is correct;
     - ``eval/gold_mean`` (and ``eval/gold_pass@1``) with a gold scorer;
-    - ``eval/disagreement`` with a monitor (an ensemble): its mean ``Score.uncertainty`` on
-      the sampled completions.
+    - ``eval/disagreement`` and ``eval/monitor_mean`` with a monitor (an ensemble): its mean
+      ``Score.uncertainty`` and its mean reward on the sampled completions.
     """
     rewards: list[float] = []
     gold_rewards: list[float] = []
@@ -82,6 +82,7 @@ def evaluate(model: Any, tokenizer: Any, prompts: Sequence[Prompt], scorer: Scor
         out["eval/gold_pass@1"] = sum(gold_correct) / (len(gold_correct) * samples)
     if monitor is not None:
         out[DISAGREEMENT] = mean_disagreement(monitored)
+        out[MONITOR] = sum(s.value for s in monitored) / len(monitored)
     return out
 
 
