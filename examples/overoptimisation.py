@@ -26,6 +26,8 @@ against
   (i) ``disagreement_stop``  the single proxy stopped once its reward and the ensemble's
                   disagreement on the held-out samples rose ``--disagreement-patience``
                   evaluations in a row (``stop_on_disagreement``; never reads the gold reward),
+  (j) ``adaptive_kl``  the single proxy with β adapted every step to hold the KL near
+                  ``--kl-target`` (``kl_target``, Ziegler et al. 2019),
 
 evaluating the gold and the training reward on held-out prompts every ``--eval-every`` steps.
 The stop arms' curves end where they stopped (by default the rule is replayed on the single
@@ -50,7 +52,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 ARITH = ROOT / "data" / "arithmetic"
 RUNS = ("single", "mean", "penalty", "min", "kl_strong", "par", "early_stop", "refresh",
-        "disagreement_stop")
+        "disagreement_stop", "adaptive_kl")
 ENSEMBLE_ARMS = {"mean", "penalty", "min", "disagreement_stop"}
 STOP_ARMS = {"early_stop", "disagreement_stop"}
 """Arms that are the single proxy's run cut short by a stop rule. With ``--stops replay`` (the
@@ -169,7 +171,8 @@ def _heldout_report(root: Path, heldout: Path, k: int) -> dict[str, Any]:
 def reward_spec(name: str, out: Path, data: dict[str, Path], args: argparse.Namespace
                 ) -> dict[str, Any]:
     single = {"reward": "reward_model", "options": {"model": str(out / "rm_single" / "final")}}
-    if name in ("single", "kl_strong", "early_stop", "refresh", "disagreement_stop"):
+    if name in ("single", "kl_strong", "early_stop", "refresh", "disagreement_stop",
+                "adaptive_kl"):
         return single
     if name == "par":
         return {"reward": "shaped", "options": {
@@ -211,6 +214,8 @@ def run_policy(name: str, out: Path, data: dict[str, Path], args: argparse.Names
         steps=args.steps, batch_size=128, group_size=8, mini_batch_size=128,
         learning_rate=args.lr, warmup_steps=10, clip_eps_high=0.28,
         kl_coef=args.kl_coef * (args.kl_strong if name == "kl_strong" else 1.0),
+        kl_target=args.kl_target if name == "adaptive_kl" else None,
+        kl_adapt_rate=args.kl_adapt_rate,
         stop_on_overoptimisation=args.patience if name == "early_stop" else 0,
         reward_refresh_every=args.refresh_every if refresh else 0,
         reward_refresh={"data": str(data["pairs"]), "steps": args.refresh_steps,
@@ -372,6 +377,10 @@ def main() -> None:
     parser.add_argument("--kl-coef", type=float, default=0.02, help="KL coefficient")
     parser.add_argument("--kl-strong", type=float, default=10.0,
                         help="arm kl_strong multiplies the KL coefficient by this")
+    parser.add_argument("--kl-target", type=float, default=0.1,
+                        help="arm adaptive_kl: the KL (k3, training batch) the controller holds")
+    parser.add_argument("--kl-adapt-rate", type=float, default=1.0,
+                        help="arm adaptive_kl: K_β, β changes by at most 0.2·K_β per step")
     parser.add_argument("--patience", type=int, default=2,
                         help="arm early_stop: evaluations of falling gold and rising proxy "
                              "before the monitor stops the run")
@@ -431,6 +440,8 @@ def main() -> None:
                             f"patience {args.patience})",
               "refresh": f"(h) proxy refreshed on gold-labelled samples every "
                          f"{args.refresh_every} steps"}
+    labels["adaptive_kl"] = (f"(j) single proxy, adaptive KL (target {args.kl_target:g}, "
+                             f"K_β {args.kl_adapt_rate:g})")
     labels["disagreement_stop"] = (f"(i) single proxy, stop on rising ensemble disagreement "
                                    f"(patience {args.disagreement_patience}, no gold)")
     replayed = [n for n in names if n in STOP_ARMS] if args.stops == "replay" else []

@@ -153,6 +153,14 @@ class TrainConfig(JobConfig):
     """Measure (and log as ``kl``) the KL to the reference policy even with ``kl_coef`` 0, so
     the run's drift from its start is drawn in ``kl_entropy.png``. Full fine-tuning then keeps
     a frozen copy of the starting weights (LoRA needs none: the base is the reference)."""
+    kl_target: float | None = None
+    """Adaptive KL (Ziegler et al. 2019): after every step, scale β by
+    ``1 + kl_adapt_rate · clip(KL / kl_target − 1, ±0.2)`` so the KL on the training batch
+    stays near this; ``kl_coef`` is the starting β (see :mod:`rewardkit.trainer.kl_control`).
+    None keeps β fixed."""
+    kl_adapt_rate: float = 0.1
+    """K_β of the adaptive KL controller: at most ``0.2 · kl_adapt_rate`` relative change of
+    β per step (0.1 as in Ziegler et al. 2019)."""
     kl_estimator: str = "k3"
     """``k1`` (log ratio) or ``k3`` (Schulman 2020; used by GRPO) per-token KL estimate."""
     kl_in: str = "loss"
@@ -380,6 +388,10 @@ class TrainConfig(JobConfig):
                               f"({self.eval_samples}); raise eval_samples or lower k")
         if not 0 <= self.gamma <= 1 or not 0 <= self.lam <= 1:
             raise ConfigError("gamma and lam must be in [0, 1]")
+        if self.kl_target is not None and (self.kl_target <= 0 or self.kl_coef <= 0
+                                           or self.kl_adapt_rate <= 0):
+            raise ConfigError(f"kl_target ({self.kl_target}) needs kl_coef > 0 (the starting "
+                              f"β, got {self.kl_coef}), kl_target > 0 and kl_adapt_rate > 0")
         if self.stop_on_disagreement and not (self.monitor_reward and self.eval_data
                                               and self.eval_every):
             raise ConfigError("stop_on_disagreement needs monitor_reward (a reward ensemble) and "

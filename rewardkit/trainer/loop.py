@@ -40,6 +40,7 @@ from ..runtime.schedule import lr_factor
 from .reward_refresh import refreshed_reward
 from .overoptimisation import OveroptimisationMonitor, plot_proxy_and_gold_against_kl
 from .early_stop import DisagreementStop
+from .kl_control import KLController
 from .losses import (aggregate, clipped_policy_loss, kl_penalty, logprobs_and_entropy,
                      top_entropy_mask, value_loss)
 from ..runtime.metrics import MetricsLogger, run_caption
@@ -120,6 +121,7 @@ class Trainer:
         self.signal = SignalMonitor(cfg.stop_without_signal)
         self.overoptimisation = OveroptimisationMonitor(cfg.stop_on_overoptimisation)
         self.early_stop = DisagreementStop(cfg.stop_on_disagreement, cfg.disagreement_margin)
+        self.kl = KLController(cfg.kl_coef, cfg.kl_target, cfg.kl_adapt_rate)
         self.optimizer = torch.optim.AdamW(params, lr=cfg.learning_rate, betas=cfg.adam_betas,
                                            weight_decay=cfg.weight_decay)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
@@ -153,9 +155,12 @@ class Trainer:
                 warnings.simplefilter("ignore", UserWarning)
                 self.scheduler.step()
         self.step_count += 1
+        kl_coef = self.kl.value
+        self.kl.update(self.dist.mean_metrics({"kl": stats["kl"]})["kl"] if "kl" in stats
+                       else None)
         elapsed = time.perf_counter() - start
         generated = batch.rollout.completion_mask.sum().item()
-        return {**batch.stats, **stats, "lr": self.scheduler.get_last_lr()[0],
+        return {**batch.stats, **stats, "lr": self.scheduler.get_last_lr()[0], "kl_coef": kl_coef,
                 "time/step": elapsed, "time/update": time.perf_counter() - collected,
                 "tokens_per_s": generated * self.dist.world_size / elapsed}
 
@@ -289,12 +294,12 @@ class Trainer:
                     else self.forward_no_grad(self.model, rollout)[0])
             kl = kl_penalty(logp, ref_logp, cfg.kl_estimator)
             if cfg.advantage != "gae":  # sequence-level rewards: the summed per-token KL
-                seq_rewards = rewards - cfg.kl_coef * (kl * mask).sum(-1)
+                seq_rewards = rewards - self.kl.value * (kl * mask).sum(-1)
         returns = None
         if cfg.advantage == "gae":
             kl = (kl_penalty(old_logp, ref_logp, cfg.kl_estimator)
                   if ref_logp is not None and cfg.kl_in == "reward" else None)
-            per_token = token_rewards(rewards, rollout.completion_mask, kl, cfg.kl_coef)
+            per_token = token_rewards(rewards, rollout.completion_mask, kl, self.kl.value)
             advantages, returns = adv.gae(per_token, old_values, rollout.completion_mask,
                                           cfg.gamma, cfg.lam)
             advantages = adv.whiten(advantages, mask)
@@ -425,7 +430,7 @@ class Trainer:
         if batch.ref_logp is not None:
             kl = kl_penalty(logp, batch.ref_logp[rows], cfg.kl_estimator)
             if cfg.kl_in == "loss":
-                per_token = per_token + cfg.kl_coef * kl
+                per_token = per_token + self.kl.value * kl
         if cfg.entropy_coef > 0:
             per_token = per_token - cfg.entropy_coef * entropy
         loss = aggregate(per_token, train_mask, cfg.loss_aggregation, num_tokens=num_tokens,
