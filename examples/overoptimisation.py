@@ -203,6 +203,8 @@ def run_policy(name: str, out: Path, data: dict[str, Path], args: argparse.Names
     refresh = name == "refresh"
     watch = name == "disagreement_stop" or (name == "single" and getattr(args, "watch", False))
     run_dir = out / f"grpo_{name}_seed{seed}"
+    if args.reuse and (run_dir / "final").is_dir():   # finished by an earlier invocation
+        return curve(run_dir)
     if run_dir.exists():
         shutil.rmtree(run_dir)
     cfg = task_config(
@@ -242,15 +244,19 @@ def replay_stop(name: str, points: list[dict[str, float]], args: argparse.Namesp
 
     if name == "early_stop":
         rule = OveroptimisationMonitor(args.patience)
-        feed = lambda p: rule.update({PROXY: p["proxy"], GOLD: p["gold"]}, p["kl"])  # noqa: E731
+
+        def feed(p: dict[str, float]) -> None:
+            rule.update({PROXY: p["proxy"], GOLD: p["gold"]}, p["kl"])
         check = rule.raise_if_overoptimised
     else:
         if any("disagreement" not in p for p in points):
             raise SystemExit("disagreement_stop: the single proxy's run has no eval/disagreement "
                              "(run it with the ensemble as monitor_reward)")
-        rule = DisagreementStop(args.disagreement_patience, args.disagreement_margin)
-        feed = lambda p: rule.update({PROXY: p["proxy"], DISAGREEMENT: p["disagreement"]})  # noqa: E731
-        check = rule.raise_if_diverging
+        stop = DisagreementStop(args.disagreement_patience, args.disagreement_margin)
+
+        def feed(p: dict[str, float]) -> None:
+            stop.update({PROXY: p["proxy"], DISAGREEMENT: p["disagreement"]})
+        check = stop.raise_if_diverging
     for i, p in enumerate(points):
         feed(p)
         try:
@@ -391,17 +397,21 @@ def main() -> None:
     parser.add_argument("--refresh-weight", type=int, default=1,
                         help="arm refresh: times each new gold-labelled pair is repeated in "
                              "the fine-tuning set (the 2,000 original pairs once)")
-    parser.add_argument("--disagreement-patience", type=int, default=2,
+    parser.add_argument("--disagreement-patience", type=int, default=1,
                         help="arm disagreement_stop: evaluations in a row of rising proxy and "
                              "rising ensemble disagreement before the stop (0: log only)")
-    parser.add_argument("--disagreement-margin", type=float, default=0.0,
+    parser.add_argument("--disagreement-margin", type=float, default=0.1,
                         help="arm disagreement_stop: count an evaluation only when the "
                              "disagreement is this much (relative) above its first value")
     parser.add_argument("--stops", choices=("replay", "run"), default="replay",
                         help="arms early_stop and disagreement_stop: replay the stop rule on "
                              "the single proxy's run of the same seed, or train them again")
-    parser.add_argument("--jobs", type=int, default=1,
-                        help="policy runs at once, one process (and one thread) each")
+    parser.add_argument("--reuse", action="store_true",
+                        help="keep the policy runs under --out that finished (their final/ "
+                             "folder exists) instead of training them again")
+    parser.add_argument("--jobs", type=int, default=2,
+                        help="policy runs at once, one process (and one thread) each; 1 runs "
+                             "them in this process")
     parser.add_argument("--seed", type=int, default=0,
                         help="seed of the data and the reward models")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2],

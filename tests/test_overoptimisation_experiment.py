@@ -59,7 +59,8 @@ def test_tiny_run_trains_the_proxies_and_runs_all_four_rewards_from_one_start(tm
     out = tmp_path / "exp"
     monkeypatch.setattr(sys, "argv", [
         "overoptimisation.py", "--out", str(out), "--pairs", "48", "--rm-steps", "3",
-        "--members", "2", "--steps", "2", "--eval-every", "1", "--seeds", "0", "-q"])
+        "--members", "2", "--steps", "2", "--eval-every", "1", "--seeds", "0", "--jobs", "1",
+        "-q"])
     monkeypatch.setattr(exp, "run_policy", _small(exp.run_policy))
     exp.main()
     results = json.loads((out / "results.json").read_text())
@@ -104,7 +105,7 @@ def test_by_slip_members_each_see_one_family_of_wrong_answers(tmp_path, monkeypa
     monkeypatch.setattr(sys, "argv", [
         "overoptimisation.py", "--out", str(out), "--pairs", "40", "--rm-steps", "2",
         "--members", "4", "--member-data", "by_slip", "--steps", "1", "--eval-every", "1",
-        "--runs", "mean", "-q"])
+        "--runs", "mean", "--jobs", "1", "-q"])
     monkeypatch.setattr(exp, "run_policy", _small(exp.run_policy))
     exp.main()
     root = out / "rm_ensemble"

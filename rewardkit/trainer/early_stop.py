@@ -10,7 +10,7 @@ Herding?" on when members share their errors and the sign fails).
 
 ``monitor_reward`` names the ensemble (any reward whose scores carry ``Score.uncertainty``); the
 trainer scores every evaluation's samples with it and logs ``eval/disagreement`` (the mean
-uncertainty). ``stop_on_disagreement: N`` stops the run once, for N evaluations in a row, the
+uncertainty) and ``eval/monitor_mean`` (its mean reward). ``stop_on_disagreement: N`` stops the run once, for N evaluations in a row, the
 training reward rose while the disagreement rose, and the disagreement stands more than
 ``disagreement_margin`` (relative) above its value at the first evaluation. The policy kept is
 the one at the stop.
@@ -78,5 +78,6 @@ class DisagreementStop:
     def load_state_dict(self, state: dict) -> None:
         self.first = state.get("first")
         previous = state.get("previous")
-        self.previous = tuple(previous) if previous is not None else None  # type: ignore[assignment]
+        self.previous = (tuple(previous)  # type: ignore[assignment]
+                         if previous is not None else None)
         self.streak = int(state.get("streak", 0))

@@ -13,7 +13,8 @@ from) it also scores the completions with the gold reward and keeps, per prompt 
 (gold-right completion, gold-wrong completion). At the first batch of every ``every``-th step it
 fine-tunes the current reward model on the newest ``max_pairs`` pairs, each repeated
 ``new_weight`` times (plus an optional fixed preference file, so the model keeps what it knew;
-repeating the new pairs tilts the fine-tune towards the policy's current errors) with ``rewardkit train rm`` in a child process
+repeating the new pairs tilts the fine-tune towards the policy's current errors) with
+``rewardkit train rm`` in a child process
 — the trainer does not import the reward-model code — and scores with the new model from then
 on. Each Score's ``info["reward_refresh_round"]`` says which model scored it.
 """
