@@ -1,5 +1,5 @@
 """Adaptive KL (Ziegler et al. 2019): β grows while the KL is above the target, shrinks below
-it, by at most 0.2·K_β per step; without a target β stays fixed."""
+it down to its starting value, by at most 0.2·K_β per step; without a target β stays fixed."""
 from __future__ import annotations
 
 import json
@@ -21,6 +21,9 @@ def test_beta_follows_the_proportional_rule_and_its_clip():
     assert c.value == pytest.approx(0.11 * 1.1 * 0.9)
     c.update(None)                                  # no KL measured: unchanged
     assert c.value == pytest.approx(0.11 * 1.1 * 0.9)
+    for _ in range(20):                             # far below: shrinks, but not below kl_coef
+        c.update(0.0)
+    assert c.value == 0.1
 
 
 def test_without_a_target_beta_is_fixed_and_state_round_trips():

@@ -156,7 +156,8 @@ class TrainConfig(JobConfig):
     kl_target: float | None = None
     """Adaptive KL (Ziegler et al. 2019): after every step, scale β by
     ``1 + kl_adapt_rate · clip(KL / kl_target − 1, ±0.2)`` so the KL on the training batch
-    stays near this; ``kl_coef`` is the starting β (see :mod:`rewardkit.trainer.kl_control`).
+    stays near this; ``kl_coef`` is the starting β and its floor (see
+    :mod:`rewardkit.trainer.kl_control`).
     None keeps β fixed."""
     kl_adapt_rate: float = 0.1
     """K_β of the adaptive KL controller: at most ``0.2 · kl_adapt_rate`` relative change of
