@@ -61,6 +61,12 @@ of training again: on a CPU a run is deterministic, so the run with the stop is 
 
 
 # -- data --------------------------------------------------------------------------------------
+def data_paths(out: Path) -> dict[str, Path]:
+    return {"pairs": out / "rm_pairs.jsonl", "heldout": out / "rm_heldout.jsonl",
+            "reference": out / "reference.jsonl", "prompts": out / "prompts_ref.jsonl",
+            "eval_prompts": out / "eval_ref.jsonl"}
+
+
 def build_data(out: Path, pairs: int, noise: float, seed: int) -> dict[str, Path]:
     """Preference pairs on training prompts, held-out pairs, and a reference set (what the
     warm-start policy writes) to standardise ensemble members on."""
@@ -80,9 +86,7 @@ def build_data(out: Path, pairs: int, noise: float, seed: int) -> dict[str, Path
         return {"prompt": row["prompt"], "chosen": chosen, "rejected": rejected}
 
     picked = rng.sample(train, pairs)
-    paths = {"pairs": out / "rm_pairs.jsonl", "heldout": out / "rm_heldout.jsonl",
-             "reference": out / "reference.jsonl", "prompts": out / "prompts_ref.jsonl",
-             "eval_prompts": out / "eval_ref.jsonl"}
+    paths = data_paths(out)
     write_jsonl([pair(r, rng.random() < noise) for r in picked], paths["pairs"])
     write_jsonl([pair(r, False) for r in test[:200]], paths["heldout"])
     write_jsonl([{"prompt": r["prompt"], "completion": noisy_answer(r["answer"], rng)}
@@ -203,8 +207,10 @@ def run_policy(name: str, out: Path, data: dict[str, Path], args: argparse.Names
     refresh = name == "refresh"
     watch = name == "disagreement_stop" or (name == "single" and getattr(args, "watch", False))
     run_dir = out / f"grpo_{name}_seed{seed}"
-    if args.reuse and (run_dir / "final").is_dir():   # finished by an earlier invocation
-        return curve(run_dir)
+    if (args.reuse or args.only_finished) and (run_dir / "final").is_dir():
+        return curve(run_dir)                          # finished by an earlier invocation
+    if args.only_finished:
+        return None
     if run_dir.exists():
         shutil.rmtree(run_dir)
     cfg = task_config(
@@ -279,7 +285,7 @@ def summarise(points: list[dict[str, float]]) -> dict[str, Any]:
     best = max(points, key=lambda p: p["gold"])
     first, last = points[0], points[-1]
     return {"gold_start": first["gold"], "gold_best": best["gold"], "best_step": best["step"],
-            "kl_at_best": best["kl"], "gold_final": last["gold"], "proxy_start": first["proxy"],
+            "kl_at_best": best["kl"], "gold_final": last["gold"], "step_final": last["step"], "proxy_start": first["proxy"],
             "proxy_at_best": best["proxy"], "proxy_final": last["proxy"],
             "gap_final": last["proxy"] - last["gold"], "kl_final": last["kl"],
             "proxy_rise_after_best": last["proxy"] - best["proxy"],
@@ -334,15 +340,25 @@ def plot(curves: dict[str, list[list[dict[str, float]]]], labels: dict[str, str]
     plt.close(fig)
 
 
-def over_seeds(per_seed: list[dict[str, Any]]) -> dict[str, Any]:
+def over_seeds(per_seed: list[dict[str, Any]],
+               single: list[dict[str, Any] | None] | None = None) -> dict[str, Any]:
     """Mean, min and max over seeds of the figures the verdict reads, and the verdict: final
-    gold at least 90% of the arm's own peak."""
+    gold at least 90% of the arm's own peak, and a peak no lower than the single proxy's peak
+    on the same seed (``single``: its per-seed summaries)."""
     out: dict[str, Any] = {}
-    for key in ("gold_start", "gold_best", "gold_final", "kl_final"):
+    for key in ("gold_start", "gold_best", "gold_final", "kl_final", "step_final"):
         values = [s[key] for s in per_seed]
         out[key] = {"mean": sum(values) / len(values), "min": min(values), "max": max(values)}
     kept = [s["gold_final"] >= 0.9 * s["gold_best"] for s in per_seed]
     out["keeps_90pct_of_peak"] = f"{sum(kept)}/{len(kept)} seeds"
+    out["final_over_peak"] = {"mean": sum(s["gold_final"] / s["gold_best"] for s in per_seed)
+                              / len(per_seed),
+                              "min": min(s["gold_final"] / s["gold_best"] for s in per_seed),
+                              "max": max(s["gold_final"] / s["gold_best"] for s in per_seed)}
+    if single is not None:
+        high = [b is not None and s["gold_best"] >= b["gold_best"] - 1e-9
+                for s, b in zip(per_seed, single)]
+        out["peak_at_least_single"] = f"{sum(high)}/{len(high)} seeds"
     return out
 
 
@@ -350,11 +366,15 @@ def table(summaries: dict[str, dict[str, Any]], labels: dict[str, str]) -> str:
     def f(b: dict[str, float]) -> str:
         return f"{b['mean']:.3f} ({b['min']:.3f}–{b['max']:.3f})"
 
-    head = ("| arm | gold at start | best gold | final gold | final ≥ 90% of own peak | final "
-            "KL (k3, training batch) |\n|---|---|---|---|---|---|\n")
+    head = ("| arm | gold at start | best gold | final gold | final / own peak | final ≥ 90% of "
+            "own peak | peak ≥ single proxy's | last step | final KL (k3, training batch) |\n"
+            "|---|---|---|---|---|---|---|---|---|\n")
     rows = "".join(
         f"| {labels[n]} | {f(s['gold_start'])} | {f(s['gold_best'])} | **{f(s['gold_final'])}** "
-        f"| {s['keeps_90pct_of_peak']} | {f(s['kl_final'])} |\n" for n, s in summaries.items())
+        f"| {f(s['final_over_peak'])} | {s['keeps_90pct_of_peak']} | "
+        f"{s.get('peak_at_least_single', '–')} | {s['step_final']['mean']:.0f} "
+        f"({s['step_final']['min']:.0f}–{s['step_final']['max']:.0f}) | {f(s['kl_final'])} |\n"
+        for n, s in summaries.items())
     return head + rows
 
 
@@ -409,6 +429,9 @@ def main() -> None:
     parser.add_argument("--reuse", action="store_true",
                         help="keep the policy runs under --out that finished (their final/ "
                              "folder exists) instead of training them again")
+    parser.add_argument("--only-finished", action="store_true",
+                        help="train nothing: tabulate and plot the policy runs under --out that "
+                             "finished (an arm with fewer seeds shows those it has)")
     parser.add_argument("--jobs", type=int, default=2,
                         help="policy runs at once, one process (and one thread) each; 1 runs "
                              "them in this process")
@@ -429,12 +452,13 @@ def main() -> None:
     out = args.out
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    data = build_data(out, args.pairs, args.label_noise, args.seed)
+    data = (data_paths(out) if args.only_finished
+            else build_data(out, args.pairs, args.label_noise, args.seed))
     names = [n.strip() for n in args.runs.split(",") if n.strip()]
     unknown = set(names) - set(RUNS)
     if unknown:
         parser.error(f"--runs: unknown {sorted(unknown)}; choose from {', '.join(RUNS)}")
-    if not args.skip_rm:
+    if not (args.skip_rm or args.only_finished):
         single, report = train_reward_models(out, data, args)
         print(f"proxy RM held-out accuracy {single['eval/accuracy']:.3f}", flush=True)
         if report is not None:
@@ -460,7 +484,7 @@ def main() -> None:
         trained.insert(0, "single")
     args.watch = "disagreement_stop" in replayed   # the single run logs the disagreement
     jobs = [(name, seed) for name in trained for seed in args.seeds]
-    for name, seed in jobs:
+    for name, seed in jobs if not args.only_finished else ():
         print(f"GRPO against {labels[name]}, seed {seed} ...", flush=True)
     if args.jobs > 1:
         import multiprocessing
@@ -472,23 +496,32 @@ def main() -> None:
     else:
         done = [run_policy(n, out, data, args, s) for n, s in jobs]
     curves: dict[str, list[list[dict[str, float]]]] = {}
-    for (name, _), points in zip(jobs, done):
-        curves.setdefault(name, []).append(points)
+    seeds_of: dict[str, list[int]] = {}
+    for (name, seed), points in zip(jobs, done):
+        if points is not None:
+            curves.setdefault(name, []).append(points)
+            seeds_of.setdefault(name, []).append(seed)
     for name in replayed:
-        curves[name] = [replay_stop(name, points, args) for points in curves["single"]]
-    curves = {n: curves[n] for n in dict.fromkeys(trained + names) if n in curves}
+        curves[name] = [replay_stop(name, points, args) for points in curves.get("single", [])]
+        seeds_of[name] = list(seeds_of.get("single", []))
+    curves = {n: curves[n] for n in dict.fromkeys(trained + names) if curves.get(n)}
     per_seed = {n: [summarise(c) for c in runs] for n, runs in curves.items()}
-    summaries = {n: over_seeds(s) for n, s in per_seed.items()}
+    single = dict(zip(seeds_of.get("single", []), per_seed.get("single", [])))
+    summaries = {n: over_seeds(s, [single.get(seed) for seed in seeds_of[n]] if single else None)
+                 for n, s in per_seed.items()}
     plot(curves, labels, out / "overoptimisation.png")
     if args.figure:
         args.figure.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(out / "overoptimisation.png", args.figure)
     md = table(summaries, labels)
     minutes = (time.perf_counter() - started) / 60
-    (out / "results.md").write_text(md + f"\nwall time {minutes:.1f} min\n")
+    timed = ("summary of finished runs only; each run was timed by the invocation that trained "
+             "it" if args.only_finished else f"wall time {minutes:.1f} min")
+    (out / "results.md").write_text(md + f"\n{timed}\n")
     (out / "results.json").write_text(json.dumps(
         {"options": {k: str(v) for k, v in vars(args).items()}, "summaries": summaries,
-         "per_seed": per_seed, "curves": curves, "minutes": minutes}, indent=1))
+         "per_seed": per_seed, "seeds": seeds_of, "curves": curves, "minutes": minutes},
+        indent=1))
     print(md)
     print(f"wall time {minutes:.1f} min; figure: {out / 'overoptimisation.png'}; all figures: "
           f"{out / 'results.json'}")
