@@ -314,10 +314,13 @@ def plot(curves: dict[str, list[list[dict[str, float]]]], labels: dict[str, str]
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 3, figsize=(16, 4.6))
+    fig, axes = plt.subplots(1, 3, figsize=(16, 5.6))
     for name, runs in curves.items():
         steps, mean, low, high = band(runs, "gold")
-        line, = axes[0].plot(steps, mean, "o-", ms=3, label=labels[name])
+        line, = axes[0].plot(steps, mean, "o-", ms=3, label=labels[name],
+                             ls="--" if name in STOP_ARMS else "-")
+        if name in STOP_ARMS:  # where the run stopped (the policy kept)
+            axes[0].plot(steps[-1], mean[-1], "X", ms=9, color=line.get_color())
         axes[0].fill_between(steps, low, high, color=line.get_color(), alpha=0.15)
         steps, mean, low, high = band(runs, "proxy")
         axes[2].plot(steps, mean, "o-", ms=3, color=line.get_color(), label=labels[name])
@@ -333,8 +336,9 @@ def plot(curves: dict[str, list[list[dict[str, float]]]], labels: dict[str, str]
                 title="proxy against steps (mean, min-max band)")
     for ax in axes:
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
-    fig.tight_layout()
+    handles, names = axes[0].get_legend_handles_labels()
+    fig.legend(handles, names, loc="lower center", ncol=3, fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0.16, 1, 1))
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
     plt.close(fig)
