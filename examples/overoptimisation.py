@@ -317,7 +317,7 @@ def plot(curves: dict[str, list[list[dict[str, float]]]], labels: dict[str, str]
     fig, axes = plt.subplots(1, 3, figsize=(16, 5.6))
     for name, runs in curves.items():
         steps, mean, low, high = band(runs, "gold")
-        line, = axes[0].plot(steps, mean, "o-", ms=3, label=labels[name],
+        line, = axes[0].plot(steps, mean, marker="o", ms=3, label=labels[name],
                              ls="--" if name in STOP_ARMS else "-")
         if name in STOP_ARMS:  # where the run stopped (the policy kept)
             axes[0].plot(steps[-1], mean[-1], "X", ms=9, color=line.get_color())
