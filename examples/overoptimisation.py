@@ -20,14 +20,24 @@ against
                   warm-start policy writes), bounded and centred per prompt,
   (g) ``early_stop``  the single proxy with the trainer's over-optimisation monitor
                   (``stop_on_overoptimisation``: stop once the held-out gold fell while the proxy
-                  rose ``--patience`` evaluations in a row); its curve ends where it stopped,
+                  rose ``--patience`` evaluations in a row; it reads the gold reward),
+  (h) ``refresh`` the proxy fine-tuned every ``--refresh-every`` steps on the policy's own
+                  samples, paired right over wrong by the gold verifier (``reward_refresh_every``),
+  (i) ``disagreement_stop``  the single proxy stopped once its reward and the ensemble's
+                  disagreement on the held-out samples rose ``--disagreement-patience``
+                  evaluations in a row (``stop_on_disagreement``; never reads the gold reward),
+  (j) ``adaptive_kl``  the single proxy with β adapted every step to hold the KL near
+                  ``--kl-target`` (``kl_target``, Ziegler et al. 2019),
 
 evaluating the gold and the training reward on held-out prompts every ``--eval-every`` steps.
+The stop arms' curves end where they stopped (by default the rule is replayed on the single
+proxy's run of the same seed, see ``--stops``).
 ``--member-data by_slip`` trains member i on wrong answers of one slip family only, so the
 members err in different places (the single proxy is unchanged).
 It writes, under ``--out``: the data, the reward models, one run folder per reward,
-``results.json``, ``results.md`` (the table) and ``overoptimisation.png`` (gold and proxy
-against steps and KL, all four runs). See docs/overoptimisation.md for a run's figures.
+``results.json``, ``results.md`` (the table and the wall time) and ``overoptimisation.png``
+(gold and proxy against steps, every arm's seed mean with its min–max band, and gold against
+KL). See docs/overoptimisation.md for a run's figures.
 """
 from __future__ import annotations
 
@@ -41,11 +51,22 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 ARITH = ROOT / "data" / "arithmetic"
-RUNS = ("single", "mean", "penalty", "min", "kl_strong", "par", "early_stop", "refresh")
-ENSEMBLE_ARMS = {"mean", "penalty", "min"}
+RUNS = ("single", "mean", "penalty", "min", "kl_strong", "par", "early_stop", "refresh",
+        "disagreement_stop", "adaptive_kl")
+ENSEMBLE_ARMS = {"mean", "penalty", "min", "disagreement_stop"}
+STOP_ARMS = {"early_stop", "disagreement_stop"}
+"""Arms that are the single proxy's run cut short by a stop rule. With ``--stops replay`` (the
+default) the rule is applied to the single proxy's logged evaluations of the same seed instead
+of training again: on a CPU a run is deterministic, so the run with the stop is that prefix."""
 
 
 # -- data --------------------------------------------------------------------------------------
+def data_paths(out: Path) -> dict[str, Path]:
+    return {"pairs": out / "rm_pairs.jsonl", "heldout": out / "rm_heldout.jsonl",
+            "reference": out / "reference.jsonl", "prompts": out / "prompts_ref.jsonl",
+            "eval_prompts": out / "eval_ref.jsonl"}
+
+
 def build_data(out: Path, pairs: int, noise: float, seed: int) -> dict[str, Path]:
     """Preference pairs on training prompts, held-out pairs, and a reference set (what the
     warm-start policy writes) to standardise ensemble members on."""
@@ -65,9 +86,7 @@ def build_data(out: Path, pairs: int, noise: float, seed: int) -> dict[str, Path
         return {"prompt": row["prompt"], "chosen": chosen, "rejected": rejected}
 
     picked = rng.sample(train, pairs)
-    paths = {"pairs": out / "rm_pairs.jsonl", "heldout": out / "rm_heldout.jsonl",
-             "reference": out / "reference.jsonl", "prompts": out / "prompts_ref.jsonl",
-             "eval_prompts": out / "eval_ref.jsonl"}
+    paths = data_paths(out)
     write_jsonl([pair(r, rng.random() < noise) for r in picked], paths["pairs"])
     write_jsonl([pair(r, False) for r in test[:200]], paths["heldout"])
     write_jsonl([{"prompt": r["prompt"], "completion": noisy_answer(r["answer"], rng)}
@@ -156,7 +175,8 @@ def _heldout_report(root: Path, heldout: Path, k: int) -> dict[str, Any]:
 def reward_spec(name: str, out: Path, data: dict[str, Path], args: argparse.Namespace
                 ) -> dict[str, Any]:
     single = {"reward": "reward_model", "options": {"model": str(out / "rm_single" / "final")}}
-    if name in ("single", "kl_strong", "early_stop", "refresh"):
+    if name in ("single", "kl_strong", "early_stop", "refresh", "disagreement_stop",
+                "adaptive_kl"):
         return single
     if name == "par":
         return {"reward": "shaped", "options": {
@@ -168,14 +188,29 @@ def reward_spec(name: str, out: Path, data: dict[str, Path], args: argparse.Name
         "reference": str(data["reference"])}}
 
 
+def ensemble_spec(out: Path, data: dict[str, Path], combine: str = "mean") -> dict[str, Any]:
+    return {"reward": "ensemble", "options": {
+        "model": str(out / "rm_ensemble" / "final"), "combine": combine,
+        "reference": str(data["reference"])}}
+
+
 def run_policy(name: str, out: Path, data: dict[str, Path], args: argparse.Namespace,
-               seed: int) -> Path:
+               seed: int) -> list[dict[str, float]]:
     from rewardkit.testing.arithmetic import task_config
     from rewardkit.trainer.loop import train
     from rewardkit.trainer.overoptimisation import Overoptimised
 
+    import torch
+
+    torch.set_num_threads(1)
     spec = reward_spec(name, out, data, args)
+    refresh = name == "refresh"
+    watch = name == "disagreement_stop" or (name == "single" and getattr(args, "watch", False))
     run_dir = out / f"grpo_{name}_seed{seed}"
+    if (args.reuse or args.only_finished) and (run_dir / "final").is_dir():
+        return curve(run_dir)                          # finished by an earlier invocation
+    if args.only_finished:
+        return None
     if run_dir.exists():
         shutil.rmtree(run_dir)
     cfg = task_config(
@@ -187,29 +222,70 @@ def run_policy(name: str, out: Path, data: dict[str, Path], args: argparse.Names
         steps=args.steps, batch_size=128, group_size=8, mini_batch_size=128,
         learning_rate=args.lr, warmup_steps=10, clip_eps_high=0.28,
         kl_coef=args.kl_coef * (args.kl_strong if name == "kl_strong" else 1.0),
+        kl_target=args.kl_target if name == "adaptive_kl" else None,
+        kl_adapt_rate=args.kl_adapt_rate,
         stop_on_overoptimisation=args.patience if name == "early_stop" else 0,
-        reward_refresh_every=args.refresh_every if name == "refresh" else 0,
-        reward_refresh={"data": str(data["pairs"]), "steps": 50, "batch_size": 16,
-                        "learning_rate": 3e-4} if name == "refresh" else {},
+        reward_refresh_every=args.refresh_every if refresh else 0,
+        reward_refresh={"data": str(data["pairs"]), "steps": args.refresh_steps,
+                        "new_weight": args.refresh_weight, "batch_size": 16,
+                        "learning_rate": 3e-4} if refresh else {},
+        monitor_reward=ensemble_spec(out, data) if watch else None,
+        stop_on_disagreement=args.disagreement_patience if name == "disagreement_stop" else 0,
+        disagreement_margin=args.disagreement_margin,
         seed=seed, plots=True, progress=not args.quiet)
     try:
         train(cfg)
-    except Overoptimised as exc:  # the early-stop arm ends here, by design
+    except Overoptimised as exc:  # the early-stop arms end here, by design
         print(f"  {name} seed {seed}: stopped by the monitor ({exc})", flush=True)
-    return run_dir
+    return curve(run_dir)
+
+
+def replay_stop(name: str, points: list[dict[str, float]], args: argparse.Namespace
+                ) -> list[dict[str, float]]:
+    """The single proxy's evaluations up to where arm ``name``'s stop rule, fed the same
+    evaluations in order, stops the run (the trainer's own rule classes)."""
+    from rewardkit.trainer.early_stop import DISAGREEMENT, DisagreementStop
+    from rewardkit.trainer.overoptimisation import (GOLD, PROXY, Overoptimised,
+                                                    OveroptimisationMonitor)
+
+    if name == "early_stop":
+        rule = OveroptimisationMonitor(args.patience)
+
+        def feed(p: dict[str, float]) -> None:
+            rule.update({PROXY: p["proxy"], GOLD: p["gold"]}, p["kl"])
+        check = rule.raise_if_overoptimised
+    else:
+        if any("disagreement" not in p for p in points):
+            raise SystemExit("disagreement_stop: the single proxy's run has no eval/disagreement "
+                             "(run it with the ensemble as monitor_reward)")
+        stop = DisagreementStop(args.disagreement_patience, args.disagreement_margin)
+
+        def feed(p: dict[str, float]) -> None:
+            stop.update({PROXY: p["proxy"], DISAGREEMENT: p["disagreement"]})
+        check = stop.raise_if_diverging
+    for i, p in enumerate(points):
+        feed(p)
+        try:
+            check()
+        except Overoptimised:
+            return points[:i + 1]
+    return points
 
 
 def curve(run_dir: Path) -> list[dict[str, float]]:
     rows = [json.loads(line) for line in open(run_dir / "metrics.jsonl")]
     return [{"step": r["step"], "proxy": r["eval/reward_mean"], "gold": r["eval/gold_mean"],
-             "kl": r.get("eval/kl", 0.0)} for r in rows if "eval/gold_mean" in r]
+             "kl": r.get("eval/kl", 0.0),
+             **({"disagreement": r["eval/disagreement"], "monitor": r["eval/monitor_mean"]}
+                if "eval/disagreement" in r else {})}
+            for r in rows if "eval/gold_mean" in r]
 
 
 def summarise(points: list[dict[str, float]]) -> dict[str, Any]:
     best = max(points, key=lambda p: p["gold"])
     first, last = points[0], points[-1]
     return {"gold_start": first["gold"], "gold_best": best["gold"], "best_step": best["step"],
-            "kl_at_best": best["kl"], "gold_final": last["gold"], "proxy_start": first["proxy"],
+            "kl_at_best": best["kl"], "gold_final": last["gold"], "step_final": last["step"], "proxy_start": first["proxy"],
             "proxy_at_best": best["proxy"], "proxy_final": last["proxy"],
             "gap_final": last["proxy"] - last["gold"], "kl_final": last["kl"],
             "proxy_rise_after_best": last["proxy"] - best["proxy"],
@@ -238,10 +314,13 @@ def plot(curves: dict[str, list[list[dict[str, float]]]], labels: dict[str, str]
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 3, figsize=(16, 4.6))
+    fig, axes = plt.subplots(1, 3, figsize=(16, 5.6))
     for name, runs in curves.items():
         steps, mean, low, high = band(runs, "gold")
-        line, = axes[0].plot(steps, mean, "o-", ms=3, label=labels[name])
+        line, = axes[0].plot(steps, mean, marker="o", ms=3, label=labels[name],
+                             ls="--" if name in STOP_ARMS else "-")
+        if name in STOP_ARMS:  # where the run stopped (the policy kept)
+            axes[0].plot(steps[-1], mean[-1], "X", ms=9, color=line.get_color())
         axes[0].fill_between(steps, low, high, color=line.get_color(), alpha=0.15)
         steps, mean, low, high = band(runs, "proxy")
         axes[2].plot(steps, mean, "o-", ms=3, color=line.get_color(), label=labels[name])
@@ -257,22 +336,33 @@ def plot(curves: dict[str, list[list[dict[str, float]]]], labels: dict[str, str]
                 title="proxy against steps (mean, min-max band)")
     for ax in axes:
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
-    fig.tight_layout()
+    handles, names = axes[0].get_legend_handles_labels()
+    fig.legend(handles, names, loc="lower center", ncol=3, fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0.16, 1, 1))
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
 
-def over_seeds(per_seed: list[dict[str, Any]]) -> dict[str, Any]:
+def over_seeds(per_seed: list[dict[str, Any]],
+               single: list[dict[str, Any] | None] | None = None) -> dict[str, Any]:
     """Mean, min and max over seeds of the figures the verdict reads, and the verdict: final
-    gold at least 90% of the arm's own peak."""
+    gold at least 90% of the arm's own peak, and a peak no lower than the single proxy's peak
+    on the same seed (``single``: its per-seed summaries)."""
     out: dict[str, Any] = {}
-    for key in ("gold_start", "gold_best", "gold_final", "kl_final"):
+    for key in ("gold_start", "gold_best", "gold_final", "kl_final", "step_final"):
         values = [s[key] for s in per_seed]
         out[key] = {"mean": sum(values) / len(values), "min": min(values), "max": max(values)}
     kept = [s["gold_final"] >= 0.9 * s["gold_best"] for s in per_seed]
     out["keeps_90pct_of_peak"] = f"{sum(kept)}/{len(kept)} seeds"
+    out["final_over_peak"] = {"mean": sum(s["gold_final"] / s["gold_best"] for s in per_seed)
+                              / len(per_seed),
+                              "min": min(s["gold_final"] / s["gold_best"] for s in per_seed),
+                              "max": max(s["gold_final"] / s["gold_best"] for s in per_seed)}
+    if single is not None:
+        high = [b is not None and s["gold_best"] >= b["gold_best"] - 1e-9
+                for s, b in zip(per_seed, single)]
+        out["peak_at_least_single"] = f"{sum(high)}/{len(high)} seeds"
     return out
 
 
@@ -280,11 +370,15 @@ def table(summaries: dict[str, dict[str, Any]], labels: dict[str, str]) -> str:
     def f(b: dict[str, float]) -> str:
         return f"{b['mean']:.3f} ({b['min']:.3f}–{b['max']:.3f})"
 
-    head = ("| arm | gold at start | best gold | final gold | final ≥ 90% of own peak | final "
-            "KL (k3, training batch) |\n|---|---|---|---|---|---|\n")
+    head = ("| arm | gold at start | best gold | final gold | final / own peak | final ≥ 90% of "
+            "own peak | peak ≥ single proxy's | last step | final KL (k3, training batch) |\n"
+            "|---|---|---|---|---|---|---|---|---|\n")
     rows = "".join(
         f"| {labels[n]} | {f(s['gold_start'])} | {f(s['gold_best'])} | **{f(s['gold_final'])}** "
-        f"| {s['keeps_90pct_of_peak']} | {f(s['kl_final'])} |\n" for n, s in summaries.items())
+        f"| {f(s['final_over_peak'])} | {s['keeps_90pct_of_peak']} | "
+        f"{s.get('peak_at_least_single', '–')} | {s['step_final']['mean']:.0f} "
+        f"({s['step_final']['min']:.0f}–{s['step_final']['max']:.0f}) | {f(s['kl_final'])} |\n"
+        for n, s in summaries.items())
     return head + rows
 
 
@@ -313,11 +407,38 @@ def main() -> None:
     parser.add_argument("--kl-coef", type=float, default=0.02, help="KL coefficient")
     parser.add_argument("--kl-strong", type=float, default=10.0,
                         help="arm kl_strong multiplies the KL coefficient by this")
+    parser.add_argument("--kl-target", type=float, default=0.1,
+                        help="arm adaptive_kl: the KL (k3, training batch) the controller holds")
+    parser.add_argument("--kl-adapt-rate", type=float, default=1.0,
+                        help="arm adaptive_kl: K_β, β changes by at most 0.2·K_β per step")
     parser.add_argument("--patience", type=int, default=2,
                         help="arm early_stop: evaluations of falling gold and rising proxy "
                              "before the monitor stops the run")
     parser.add_argument("--refresh-every", type=int, default=25,
                         help="arm refresh: GRPO steps between reward-model refreshes")
+    parser.add_argument("--refresh-steps", type=int, default=50,
+                        help="arm refresh: fine-tuning steps of each refresh")
+    parser.add_argument("--refresh-weight", type=int, default=1,
+                        help="arm refresh: times each new gold-labelled pair is repeated in "
+                             "the fine-tuning set (the 2,000 original pairs once)")
+    parser.add_argument("--disagreement-patience", type=int, default=1,
+                        help="arm disagreement_stop: evaluations in a row of rising proxy and "
+                             "rising ensemble disagreement before the stop (0: log only)")
+    parser.add_argument("--disagreement-margin", type=float, default=0.1,
+                        help="arm disagreement_stop: count an evaluation only when the "
+                             "disagreement is this much (relative) above its first value")
+    parser.add_argument("--stops", choices=("replay", "run"), default="replay",
+                        help="arms early_stop and disagreement_stop: replay the stop rule on "
+                             "the single proxy's run of the same seed, or train them again")
+    parser.add_argument("--reuse", action="store_true",
+                        help="keep the policy runs under --out that finished (their final/ "
+                             "folder exists) instead of training them again")
+    parser.add_argument("--only-finished", action="store_true",
+                        help="train nothing: tabulate and plot the policy runs under --out that "
+                             "finished (an arm with fewer seeds shows those it has)")
+    parser.add_argument("--jobs", type=int, default=2,
+                        help="policy runs at once, one process (and one thread) each; 1 runs "
+                             "them in this process")
     parser.add_argument("--seed", type=int, default=0,
                         help="seed of the data and the reward models")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2],
@@ -335,12 +456,13 @@ def main() -> None:
     out = args.out
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    data = build_data(out, args.pairs, args.label_noise, args.seed)
+    data = (data_paths(out) if args.only_finished
+            else build_data(out, args.pairs, args.label_noise, args.seed))
     names = [n.strip() for n in args.runs.split(",") if n.strip()]
     unknown = set(names) - set(RUNS)
     if unknown:
         parser.error(f"--runs: unknown {sorted(unknown)}; choose from {', '.join(RUNS)}")
-    if not args.skip_rm:
+    if not (args.skip_rm or args.only_finished):
         single, report = train_reward_models(out, data, args)
         print(f"proxy RM held-out accuracy {single['eval/accuracy']:.3f}", flush=True)
         if report is not None:
@@ -352,26 +474,58 @@ def main() -> None:
               "min": f"(d) ensemble min (WCO), K={args.members}",
               "kl_strong": f"(e) single proxy, KL coef ×{args.kl_strong:g}",
               "par": "(f) single proxy, PAR σ(r − r_ref)",
-              "early_stop": f"(g) single proxy, monitor stop (patience {args.patience})",
+              "early_stop": f"(g) single proxy, stop once held-out gold falls (reads gold; "
+                            f"patience {args.patience})",
               "refresh": f"(h) proxy refreshed on gold-labelled samples every "
                          f"{args.refresh_every} steps"}
+    labels["adaptive_kl"] = (f"(j) single proxy, adaptive KL (target {args.kl_target:g}, "
+                             f"K_β {args.kl_adapt_rate:g})")
+    labels["disagreement_stop"] = (f"(i) single proxy, stop on rising ensemble disagreement "
+                                   f"(patience {args.disagreement_patience}, no gold)")
+    replayed = [n for n in names if n in STOP_ARMS] if args.stops == "replay" else []
+    trained = [n for n in names if n not in replayed]
+    if replayed and "single" not in trained:
+        trained.insert(0, "single")
+    args.watch = "disagreement_stop" in replayed   # the single run logs the disagreement
+    jobs = [(name, seed) for name in trained for seed in args.seeds]
+    for name, seed in jobs if not args.only_finished else ():
+        print(f"GRPO against {labels[name]}, seed {seed} ...", flush=True)
+    if args.jobs > 1:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(args.jobs, mp_context=multiprocessing.get_context("spawn")
+                                 ) as pool:
+            done = list(pool.map(run_policy, *zip(*[(n, out, data, args, s) for n, s in jobs])))
+    else:
+        done = [run_policy(n, out, data, args, s) for n, s in jobs]
     curves: dict[str, list[list[dict[str, float]]]] = {}
-    for name in names:
-        for seed in args.seeds:
-            print(f"GRPO against {labels[name]}, seed {seed} ...", flush=True)
-            curves.setdefault(name, []).append(curve(run_policy(name, out, data, args, seed)))
+    seeds_of: dict[str, list[int]] = {}
+    for (name, seed), points in zip(jobs, done):
+        if points is not None:
+            curves.setdefault(name, []).append(points)
+            seeds_of.setdefault(name, []).append(seed)
+    for name in replayed:
+        curves[name] = [replay_stop(name, points, args) for points in curves.get("single", [])]
+        seeds_of[name] = list(seeds_of.get("single", []))
+    curves = {n: curves[n] for n in dict.fromkeys(trained + names) if curves.get(n)}
     per_seed = {n: [summarise(c) for c in runs] for n, runs in curves.items()}
-    summaries = {n: over_seeds(s) for n, s in per_seed.items()}
+    single = dict(zip(seeds_of.get("single", []), per_seed.get("single", [])))
+    summaries = {n: over_seeds(s, [single.get(seed) for seed in seeds_of[n]] if single else None)
+                 for n, s in per_seed.items()}
     plot(curves, labels, out / "overoptimisation.png")
     if args.figure:
         args.figure.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(out / "overoptimisation.png", args.figure)
     md = table(summaries, labels)
     minutes = (time.perf_counter() - started) / 60
-    (out / "results.md").write_text(md + f"\nwall time {minutes:.1f} min\n")
+    timed = ("summary of finished runs only; each run was timed by the invocation that trained "
+             "it" if args.only_finished else f"wall time {minutes:.1f} min")
+    (out / "results.md").write_text(md + f"\n{timed}\n")
     (out / "results.json").write_text(json.dumps(
         {"options": {k: str(v) for k, v in vars(args).items()}, "summaries": summaries,
-         "per_seed": per_seed, "curves": curves, "minutes": minutes}, indent=1))
+         "per_seed": per_seed, "seeds": seeds_of, "curves": curves, "minutes": minutes},
+        indent=1))
     print(md)
     print(f"wall time {minutes:.1f} min; figure: {out / 'overoptimisation.png'}; all figures: "
           f"{out / 'results.json'}")

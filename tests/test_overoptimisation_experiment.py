@@ -56,7 +56,8 @@ def test_tiny_run_trains_the_proxies_and_runs_all_four_rewards_from_one_start(tm
     out = tmp_path / "exp"
     monkeypatch.setattr(sys, "argv", [
         "overoptimisation.py", "--out", str(out), "--pairs", "48", "--rm-steps", "3",
-        "--members", "2", "--steps", "2", "--eval-every", "1", "--seeds", "0", "-q"])
+        "--members", "2", "--steps", "2", "--eval-every", "1", "--seeds", "0", "--jobs", "1",
+        "-q"])
     monkeypatch.setattr(exp, "run_policy", _small(exp.run_policy))
     exp.main()
     results = json.loads((out / "results.json").read_text())
@@ -101,7 +102,7 @@ def test_by_slip_members_each_see_one_family_of_wrong_answers(tmp_path, monkeypa
     monkeypatch.setattr(sys, "argv", [
         "overoptimisation.py", "--out", str(out), "--pairs", "40", "--rm-steps", "2",
         "--members", "4", "--member-data", "by_slip", "--steps", "1", "--eval-every", "1",
-        "--runs", "mean", "-q"])
+        "--runs", "mean", "--jobs", "1", "-q"])
     monkeypatch.setattr(exp, "run_policy", _small(exp.run_policy))
     exp.main()
     root = out / "rm_ensemble"
@@ -121,3 +122,26 @@ def rewardkit_members(final):
     ens = rewardkit.load("ensemble", model=str(final), normalize=False)
     (score,) = ens.score([rewardkit.Sample("3+4=", "7")])
     return score.components
+
+
+def test_replayed_stops_cut_the_single_run_where_each_rule_fires():
+    import argparse
+
+    exp = _module()
+    args = argparse.Namespace(patience=2, disagreement_patience=2, disagreement_margin=0.1)
+    points = [{"step": 0, "proxy": -1.0, "gold": 0.30, "kl": 0.0, "disagreement": 1.00},
+              {"step": 10, "proxy": -0.5, "gold": 0.35, "kl": 0.1, "disagreement": 1.05},
+              {"step": 20, "proxy": 0.0, "gold": 0.38, "kl": 0.2, "disagreement": 1.20},
+              {"step": 30, "proxy": 0.5, "gold": 0.30, "kl": 0.3, "disagreement": 1.30},
+              {"step": 40, "proxy": 1.0, "gold": 0.20, "kl": 0.5, "disagreement": 1.40},
+              {"step": 50, "proxy": 2.0, "gold": 0.10, "kl": 0.9, "disagreement": 1.50}]
+    # gold falls at 30 and 40: the gold rule stops at 40
+    assert [p["step"] for p in exp.replay_stop("early_stop", points, args)] == [0, 10, 20, 30, 40]
+    # both rise from 10 on, above 1.1 × the first from 20: the second such evaluation is 30
+    assert [p["step"] for p in exp.replay_stop("disagreement_stop", points, args)] == [
+        0, 10, 20, 30]
+    calm = [dict(p, disagreement=1.0) for p in points]
+    assert exp.replay_stop("disagreement_stop", calm, args) == calm   # never fires
+    with pytest.raises(SystemExit, match="eval/disagreement"):
+        exp.replay_stop("disagreement_stop", [{k: v for k, v in p.items()
+                                               if k != "disagreement"} for p in points], args)

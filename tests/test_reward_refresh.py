@@ -86,3 +86,26 @@ def test_the_trainer_refuses_a_refresh_without_gold_or_of_a_verifier():
                       reward_options={"model": "m0"})
     with pytest.raises(ConfigError, match="needs gold_reward"):
         refreshed_reward(cfg, Table())
+
+
+def test_new_weight_repeats_each_new_pair_and_leaves_the_fixed_data_once(tmp_path):
+    fixed = tmp_path / "fixed.jsonl"
+    fixed.write_text(json.dumps({"prompt": "1+1=", "chosen": "2", "rejected": "12"}) + "\n")
+    trained = []
+
+    def fake_train(model, pairs, out, options):
+        trained.append([json.loads(line) for line in open(pairs)])
+        return tmp_path / "m1"
+
+    r = RefreshedReward({"model": "m0"}, Gold(), every=1, output_dir=tmp_path,
+                        options={"new_weight": 3, "data": str(fixed)}, train=fake_train,
+                        load_reward=_loader)
+    r.score(_batch(0, ["7", "17"]))
+    r.score(_batch(1, ["7"]))
+    rows = trained[0]
+    new = {"prompt": "3+4=", "chosen": "7", "rejected": "17"}
+    assert rows.count(new) == 3 and len(rows) == 4
+    assert sum(row["prompt"] == "1+1=" for row in rows) == 1
+    with pytest.raises(ConfigError, match="new_weight"):
+        RefreshedReward({"model": "m0"}, Gold(), 2, tmp_path, {"new_weight": 0},
+                        load_reward=_loader)

@@ -72,6 +72,8 @@ def save_run(trainer: Any) -> Path | None:
              "sampler": trainer.sampler.state_dict(),
              "value_head": trainer.value_head.state_dict() if trainer.value_head else None,
              "overoptimisation": trainer.overoptimisation.state_dict(),
+             "disagreement_stop": trainer.early_stop.state_dict(),
+             "kl_controller": trainer.kl.state_dict(),
              "config": trainer.cfg.to_dict(),
              "reward_file": reward_file_content(trainer.cfg.reward)}
     return save_checkpoint(trainer.output / "checkpoints" / f"step-{trainer.step_count}",
@@ -104,6 +106,8 @@ def resume_run(trainer: Any, checkpoint: Path) -> None:
         trainer.value_head.load_state_dict(state["value_head"])
     trainer.step_count = int(state["step"])
     trainer.overoptimisation.load_state_dict(state.get("overoptimisation") or {})
+    trainer.early_stop.load_state_dict(state.get("disagreement_stop") or {})
+    trainer.kl.load_state_dict(state.get("kl_controller") or {})
     set_rng_state(state["rng"])
     ranks = state.get("ranks")
     if ranks and len(ranks) == trainer.dist.world_size:

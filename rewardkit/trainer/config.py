@@ -59,6 +59,18 @@ class TrainConfig(JobConfig):
     """Every N steps, fine-tune the training reward model (``reward: reward_model``) on the
     policy's own samples labelled by ``gold_reward`` — iterated RLHF against over-optimisation
     (see :mod:`rewardkit.trainer.reward_refresh`). 0 never refreshes."""
+    monitor_reward: Any = None
+    """Optional reward ensemble (any reward reporting ``Score.uncertainty``) scored on the
+    held-out evaluation samples beside the training reward; its mean uncertainty is logged as
+    ``eval/disagreement`` (see :mod:`rewardkit.trainer.early_stop`). Never trained on."""
+    stop_on_disagreement: int = 0
+    """Stop (after saving a checkpoint) once the training reward and ``monitor_reward``'s
+    disagreement both rose for this many evaluations in a row, the disagreement more than
+    ``disagreement_margin`` above its first value: over-optimisation seen without the gold
+    reward. 0 never stops."""
+    disagreement_margin: float = 0.0
+    """``stop_on_disagreement`` counts an evaluation only when the disagreement exceeds
+    ``(1 + margin)`` × its value at the first evaluation."""
     reward_refresh: dict[str, Any] = field(default_factory=dict)
     """Options of the refresh: ``steps`` (50), ``learning_rate`` (3e-4), ``batch_size`` (16),
     ``max_pairs`` (2000, newest kept), ``pairs_per_group`` (4), ``data`` (a preference file
@@ -141,6 +153,15 @@ class TrainConfig(JobConfig):
     """Measure (and log as ``kl``) the KL to the reference policy even with ``kl_coef`` 0, so
     the run's drift from its start is drawn in ``kl_entropy.png``. Full fine-tuning then keeps
     a frozen copy of the starting weights (LoRA needs none: the base is the reference)."""
+    kl_target: float | None = None
+    """Adaptive KL (Ziegler et al. 2019): after every step, scale β by
+    ``1 + kl_adapt_rate · clip(KL / kl_target − 1, ±0.2)`` so the KL on the training batch
+    stays near this; ``kl_coef`` is the starting β and its floor (see
+    :mod:`rewardkit.trainer.kl_control`).
+    None keeps β fixed."""
+    kl_adapt_rate: float = 0.1
+    """K_β of the adaptive KL controller: at most ``0.2 · kl_adapt_rate`` relative change of
+    β per step (0.1 as in Ziegler et al. 2019)."""
     kl_estimator: str = "k3"
     """``k1`` (log ratio) or ``k3`` (Schulman 2020; used by GRPO) per-token KL estimate."""
     kl_in: str = "loss"
@@ -298,7 +319,8 @@ class TrainConfig(JobConfig):
                 raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
         for name in ("top_k", "resample_rounds", "warmup_steps", "save_every", "eval_every",
                      "weight_decay", "vf_coef", "stop_without_signal",
-                     "stop_on_overoptimisation", "reward_refresh_every"):
+                     "stop_on_overoptimisation", "reward_refresh_every",
+                     "stop_on_disagreement", "disagreement_margin"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be >= 0 (0 disables it), got "
                                   f"{getattr(self, name)}")
@@ -367,6 +389,15 @@ class TrainConfig(JobConfig):
                               f"({self.eval_samples}); raise eval_samples or lower k")
         if not 0 <= self.gamma <= 1 or not 0 <= self.lam <= 1:
             raise ConfigError("gamma and lam must be in [0, 1]")
+        if self.kl_target is not None and (self.kl_target <= 0 or self.kl_coef <= 0
+                                           or self.kl_adapt_rate <= 0):
+            raise ConfigError(f"kl_target ({self.kl_target}) needs kl_coef > 0 (the starting "
+                              f"β, got {self.kl_coef}), kl_target > 0 and kl_adapt_rate > 0")
+        if self.stop_on_disagreement and not (self.monitor_reward and self.eval_data
+                                              and self.eval_every):
+            raise ConfigError("stop_on_disagreement needs monitor_reward (a reward ensemble) and "
+                              "periodic evaluation (eval_data, eval_every > 0): the rule reads "
+                              "the ensemble's disagreement on the held-out samples")
         return self
 
     def _check_types(self) -> None:

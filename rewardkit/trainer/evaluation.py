@@ -11,6 +11,7 @@ import torch
 from ..scorer import Scorer
 from ..types import Sample
 from .data import Prompt
+from .early_stop import DISAGREEMENT, MONITOR, mean_disagreement
 from .generation import GenerationOptions, generate, left_pad
 
 
@@ -24,18 +25,22 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     return 1.0 - math.comb(n - c, k) / math.comb(n, k)
 
 
+def _samples(prompts: Sequence[Prompt], texts: Sequence[str], per: int) -> list[Sample]:
+    return [Sample(prompts[i // per].prompt, t, prompts[i // per].reference,
+                   {**(prompts[i // per].row or {}), "group": i // per})
+            for i, t in enumerate(texts)]
+
+
 def _score(scorer: Scorer, prompts: Sequence[Prompt], texts: Sequence[str], per: int) -> list[float]:
-    samples = [Sample(prompts[i // per].prompt, t, prompts[i // per].reference,
-                      {**(prompts[i // per].row or {}), "group": i // per})
-               for i, t in enumerate(texts)]
-    return [s.value for s in scorer.score(samples)]
+    return [s.value for s in scorer.score(_samples(prompts, texts, per))]
 
 
 @torch.no_grad()
 def evaluate(model: Any, tokenizer: Any, prompts: Sequence[Prompt], scorer: Scorer,
              options: GenerationOptions, device: torch.device, samples: int = 4,
              ks: Sequence[int] = (1,), gold: Scorer | None = None, greedy: bool = True,
-             success_threshold: float = 1.0, batch_prompts: int = 64) -> dict[str, float]:
+             success_threshold: float = 1.0, batch_prompts: int = 64,
+             monitor: Scorer | None = None) -> dict[str, float]:
     """Sample ``samples`` completions per held-out prompt and report:
 
     - ``eval/reward_mean``: mean reward over all samples;
@@ -43,17 +48,22 @@ def evaluate(model: Any, tokenizer: Any, prompts: Sequence[Prompt], scorer: Scor
       ``success_threshold``);
     - ``eval/pass@k``: unbiased pass@k for each k;
     - ``eval/greedy``: fraction of prompts whose greedy completion is correct;
-    - ``eval/gold_mean`` (and ``eval/gold_pass@1``) with a gold scorer.
+    - ``eval/gold_mean`` (and ``eval/gold_pass@1``) with a gold scorer;
+    - ``eval/disagreement`` and ``eval/monitor_mean`` with a monitor (an ensemble): its mean
+      ``Score.uncertainty`` and its mean reward on the sampled completions.
     """
     rewards: list[float] = []
     gold_rewards: list[float] = []
     greedy_rewards: list[float] = []
+    monitored = []
     for start in range(0, len(prompts), batch_prompts):
         chunk = list(prompts[start:start + batch_prompts])
         rollout = generate(model, tokenizer, [p.ids for p in chunk], samples, options, device)
         rewards += _score(scorer, chunk, rollout.texts, samples)
         if gold is not None:
             gold_rewards += _score(gold, chunk, rollout.texts, samples)
+        if monitor is not None:
+            monitored += monitor.score(_samples(chunk, rollout.texts, samples))
         if greedy:
             greedy_rewards += _score(scorer, chunk, greedy_texts(model, tokenizer, chunk, options,
                                                                  device), 1)
@@ -70,6 +80,9 @@ def evaluate(model: Any, tokenizer: Any, prompts: Sequence[Prompt], scorer: Scor
         gold_correct = [sum(r >= success_threshold for r in gold_rewards[i:i + samples])
                         for i in range(0, len(gold_rewards), samples)]
         out["eval/gold_pass@1"] = sum(gold_correct) / (len(gold_correct) * samples)
+    if monitor is not None:
+        out[DISAGREEMENT] = mean_disagreement(monitored)
+        out[MONITOR] = sum(s.value for s in monitored) / len(monitored)
     return out
 
 

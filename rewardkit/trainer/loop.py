@@ -40,6 +40,8 @@ from ..runtime.schedule import lr_factor
 from ..runtime.steps import Every, run_steps
 from .reward_refresh import refreshed_reward
 from .overoptimisation import OveroptimisationMonitor, plot_proxy_and_gold_against_kl
+from .early_stop import DisagreementStop
+from .kl_control import KLController
 from .losses import (aggregate, clipped_policy_loss, kl_penalty, logprobs_and_entropy,
                      top_entropy_mask, value_loss)
 from ..runtime.metrics import MetricsLogger, run_caption
@@ -77,6 +79,8 @@ class Trainer:
         self.scorer = scorer or _load_reward(cfg.reward, cfg.reward_options, "reward")
         self.gold = gold_scorer or (_load_reward(cfg.gold_reward, {}, "gold_reward")
                                     if cfg.gold_reward else None)
+        self.monitor = (_load_reward(cfg.monitor_reward, {}, "monitor_reward")
+                        if cfg.monitor_reward else None)
         if cfg.reward_refresh_every:
             self.scorer = refreshed_reward(cfg, self.scorer)
         self.policy: Policy = load_policy(cfg, self.dist.device(cfg.device))
@@ -117,6 +121,8 @@ class Trainer:
             self.vllm = VLLMGenerator(cfg, self.policy)
         self.signal = SignalMonitor(cfg.stop_without_signal)
         self.overoptimisation = OveroptimisationMonitor(cfg.stop_on_overoptimisation)
+        self.early_stop = DisagreementStop(cfg.stop_on_disagreement, cfg.disagreement_margin)
+        self.kl = KLController(cfg.kl_coef, cfg.kl_target, cfg.kl_adapt_rate)
         self.optimizer = torch.optim.AdamW(params, lr=cfg.learning_rate, betas=cfg.adam_betas,
                                            weight_decay=cfg.weight_decay)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
@@ -150,9 +156,12 @@ class Trainer:
                 warnings.simplefilter("ignore", UserWarning)
                 self.scheduler.step()
         self.step_count += 1
+        kl_coef = self.kl.value
+        self.kl.update(self.dist.mean_metrics({"kl": stats["kl"]})["kl"] if "kl" in stats
+                       else None)
         elapsed = time.perf_counter() - start
         generated = batch.rollout.completion_mask.sum().item()
-        return {**batch.stats, **stats, "lr": self.scheduler.get_last_lr()[0],
+        return {**batch.stats, **stats, "lr": self.scheduler.get_last_lr()[0], "kl_coef": kl_coef,
                 "time/step": elapsed, "time/update": time.perf_counter() - collected,
                 "tokens_per_s": generated * self.dist.world_size / elapsed}
 
@@ -286,12 +295,12 @@ class Trainer:
                     else self.forward_no_grad(self.model, rollout)[0])
             kl = kl_penalty(logp, ref_logp, cfg.kl_estimator)
             if cfg.advantage != "gae":  # sequence-level rewards: the summed per-token KL
-                seq_rewards = rewards - cfg.kl_coef * (kl * mask).sum(-1)
+                seq_rewards = rewards - self.kl.value * (kl * mask).sum(-1)
         returns = None
         if cfg.advantage == "gae":
             kl = (kl_penalty(old_logp, ref_logp, cfg.kl_estimator)
                   if ref_logp is not None and cfg.kl_in == "reward" else None)
-            per_token = token_rewards(rewards, rollout.completion_mask, kl, cfg.kl_coef)
+            per_token = token_rewards(rewards, rollout.completion_mask, kl, self.kl.value)
             advantages, returns = adv.gae(per_token, old_values, rollout.completion_mask,
                                           cfg.gamma, cfg.lam)
             advantages = adv.whiten(advantages, mask)
@@ -422,7 +431,7 @@ class Trainer:
         if batch.ref_logp is not None:
             kl = kl_penalty(logp, batch.ref_logp[rows], cfg.kl_estimator)
             if cfg.kl_in == "loss":
-                per_token = per_token + cfg.kl_coef * kl
+                per_token = per_token + self.kl.value * kl
         if cfg.entropy_coef > 0:
             per_token = per_token - cfg.entropy_coef * entropy
         loss = aggregate(per_token, train_mask, cfg.loss_aggregation, num_tokens=num_tokens,
@@ -499,6 +508,7 @@ class Trainer:
     def _check_after_step(self, metrics: dict[str, float]) -> None:
         self._check_signal(metrics)
         self.overoptimisation.raise_if_overoptimised()
+        self.early_stop.raise_if_diverging()
 
     def _interrupted(self) -> None:
         self.interrupt_checkpoint = self._save_on_interrupt()
@@ -512,6 +522,7 @@ class Trainer:
         """Evaluate, adding the proxy–gold gap and this step's KL to the reference."""
         metrics = self.evaluate()
         metrics.update(self.overoptimisation.update(metrics, step_metrics.get("kl")))
+        self.early_stop.update(metrics)
         self._say(evaluation_line(self.step_count, metrics, self.logger.path))
         return metrics
 
@@ -534,7 +545,8 @@ class Trainer:
         with self.policy.autocast():
             return evaluate(unwrap(self.model), self.policy.tokenizer, self.eval_prompts,
                             self.scorer, options, self.policy.device, cfg.eval_samples,
-                            cfg.eval_k, self.gold, success_threshold=cfg.eval_threshold)
+                            cfg.eval_k, self.gold, success_threshold=cfg.eval_threshold,
+                            monitor=self.monitor)
 
     # -- checkpoints ------------------------------------------------------------------------------
     def save(self) -> Path | None:

@@ -11,8 +11,10 @@ the reward model is wrong stops paying once the policy writes it.
 batch (samples whose metadata carries ``step``; evaluation batches do not and are never learned
 from) it also scores the completions with the gold reward and keeps, per prompt group, pairs
 (gold-right completion, gold-wrong completion). At the first batch of every ``every``-th step it
-fine-tunes the current reward model on the newest ``max_pairs`` pairs (plus an optional fixed
-preference file, so the model keeps what it knew) with ``rewardkit train rm`` in a child process
+fine-tunes the current reward model on the newest ``max_pairs`` pairs, each repeated
+``new_weight`` times (plus an optional fixed preference file, so the model keeps what it knew;
+repeating the new pairs tilts the fine-tune towards the policy's current errors) with
+``rewardkit train rm`` in a child process
 — the trainer does not import the reward-model code — and scores with the new model from then
 on. Each Score's ``info["reward_refresh_round"]`` says which model scored it.
 """
@@ -31,7 +33,7 @@ from ..types import Sample, Score
 
 DEFAULTS: dict[str, Any] = {"steps": 50, "learning_rate": 3e-4, "batch_size": 16,
                             "max_pairs": 2000, "pairs_per_group": 4, "data": None,
-                            "gold_threshold": 1.0}
+                            "gold_threshold": 1.0, "new_weight": 1}
 """Options of ``reward_refresh`` (the trainer config's mapping) and their defaults."""
 
 TrainFn = Callable[[str, Path, Path, Mapping[str, Any]], Path]
@@ -68,6 +70,10 @@ class RefreshedReward(Scorer):
         if unknown:
             raise ConfigError(f"reward_refresh: unknown option(s) {sorted(unknown)}; known: "
                               f"{', '.join(sorted(DEFAULTS))}")
+        new_weight = (options or {}).get("new_weight", DEFAULTS["new_weight"])
+        if not isinstance(new_weight, int) or isinstance(new_weight, bool) or new_weight < 1:
+            raise ConfigError(f"reward_refresh.new_weight must be a whole number >= 1 (how many "
+                              f"times each new pair is repeated), got {new_weight!r}")
         if every < 1:
             raise ConfigError(f"reward_refresh_every must be >= 1, got {every}")
         if not reward_options.get("model"):
@@ -131,7 +137,7 @@ class RefreshedReward(Scorer):
         self.round += 1
         folder = self.output / f"round_{self.round}"
         folder.mkdir(parents=True, exist_ok=True)
-        rows = list(self.pairs)
+        rows = list(self.pairs) * self.options["new_weight"]
         if self.options["data"]:
             with open(self.options["data"]) as fh:
                 rows += [json.loads(line) for line in fh if line.strip()]
