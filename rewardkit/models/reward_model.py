@@ -15,6 +15,7 @@ import time
 from typing import Any, Sequence
 
 from ..dataio import Source, detect_format, read_rows
+from ..runtime.allocator import retain_freed_memory
 from ..scorer import Scorer
 from ..types import Sample, Score
 from . import encoding
@@ -108,6 +109,8 @@ class RewardModelScorer(Scorer):
         self.model_name = model
         self.sidecar = read_sidecar(model)
         self.device, self.dtype = resolve_device_dtype(device, dtype)
+        if str(self.device) == "cpu":  # every batch would page-fault its activations back in
+            retain_freed_memory()
         config = load_config(model, trust_remote_code)
         self.tokenizer = load_tokenizer(model, tokenizer, pad_token, trust_remote_code)
         self.model = self._load_model(model, config, trust_remote_code)

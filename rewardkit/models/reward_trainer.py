@@ -29,6 +29,7 @@ import torch.nn.functional as F
 from ..compose import ConfigError
 from ..console import evaluation_line, say
 from ..runtime import checkpoint as ckpt
+from ..runtime.allocator import retain_freed_memory
 from ..runtime.device import dtype_kwarg
 from ..runtime.metrics import MetricsLogger, plot_panels
 from ..runtime.sampling import EpochSampler
@@ -76,6 +77,8 @@ class RewardTrainer:
         np.random.seed(cfg.seed)
         torch.manual_seed(cfg.seed)
         self.device, self.dtype = resolve_device_dtype(cfg.device, cfg.dtype)
+        if self.device.type == "cpu":  # each step would page-fault its activations back in
+            retain_freed_memory()
         # Half-precision training keeps fp32 master weights and optimizer state and runs the
         # forwards under autocast (as the policy trainer does): AdamW on bf16 weights loses
         # almost every small update to rounding.

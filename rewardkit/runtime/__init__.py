@@ -1,8 +1,9 @@
 """What every long job shares: device and dtype choice (:mod:`.device`), checkpoints and exact
 resume (:mod:`.checkpoint`), seeded resumable sampling (:mod:`.sampling`), metrics and plots
 (:mod:`.metrics`), the learning-rate schedule (:mod:`.schedule`), health checks and a clean
-Ctrl-C (:mod:`.health`), typed config fields (:mod:`.fields`), and the step loop that
-runs them together (:mod:`.steps`).
+Ctrl-C (:mod:`.health`), typed config fields (:mod:`.fields`), the step loop that
+runs them together (:mod:`.steps`), and an allocator setting that lets CPU batches reuse their
+memory (:mod:`.allocator`).
 
 The policy trainer (:mod:`rewardkit.trainer`) and reward-model training
 (:mod:`rewardkit.models.reward_trainer`) are two recipes over this room; neither imports the other.
