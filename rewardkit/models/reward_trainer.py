@@ -30,7 +30,7 @@ from ..compose import ConfigError
 from ..console import evaluation_line, say
 from ..runtime import checkpoint as ckpt
 from ..runtime.allocator import retain_freed_memory
-from ..runtime.device import dtype_kwarg
+from ..runtime.device import dtype_kwarg, memory_metrics
 from ..runtime.metrics import MetricsLogger, plot_panels
 from ..runtime.sampling import EpochSampler
 from ..runtime.schedule import lr_factor
@@ -277,7 +277,7 @@ class RewardTrainer:
         self._updating = False
         self.step_count += 1
         out = {"loss": total, "grad_norm": norm.item(), "lr": self.scheduler.get_last_lr()[0],
-               "time/step": time.perf_counter() - start}
+               "time/step": time.perf_counter() - start, **memory_metrics(self.device)}
         if cfg.task == "rm":
             out["train/accuracy"] = sums["correct"] / max(1.0, sums["count"])
             out["train/margin"] = sums["margin"] / max(1.0, sums["count"])

@@ -35,6 +35,14 @@ def resolve_dtype(name: str, device: torch.device) -> torch.dtype:
     return _DTYPES[name]
 
 
+def memory_metrics(device: torch.device) -> dict[str, float]:
+    """``memory/peak_gib``: the most GPU memory torch has held allocated on ``device`` so far
+    in this process (weights, optimizer state, activations); nothing on a CPU."""
+    if device.type != "cuda":
+        return {}
+    return {"memory/peak_gib": torch.cuda.max_memory_allocated(device) / 2**30}
+
+
 def unwrap(model: Any) -> Any:
     """The model inside a DistributedDataParallel wrapper (or the model itself)."""
     return getattr(model, "module", model)

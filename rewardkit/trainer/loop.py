@@ -35,6 +35,7 @@ from .data import (PromptSampler, check_inputs, describe_reference, load_prompts
 from .distributed import Dist
 from .evaluation import evaluate
 from .generation import GenerationOptions, Rollout, concat_rollouts, generate
+from ..runtime.device import memory_metrics
 from ..runtime.health import NoLearningSignal, SignalMonitor
 from ..runtime.schedule import lr_factor
 from ..runtime.steps import Every, run_steps
@@ -163,7 +164,8 @@ class Trainer:
         generated = batch.rollout.completion_mask.sum().item()
         return {**batch.stats, **stats, "lr": self.scheduler.get_last_lr()[0], "kl_coef": kl_coef,
                 "time/step": elapsed, "time/update": time.perf_counter() - collected,
-                "tokens_per_s": generated * self.dist.world_size / elapsed}
+                "tokens_per_s": generated * self.dist.world_size / elapsed,
+                **memory_metrics(self.policy.device)}
 
     def _check_signal(self, metrics: dict[str, float]) -> None:
         """Warn on a step without learning signal; stop after ``stop_without_signal``."""
