@@ -159,8 +159,17 @@ def _cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _own_version() -> str:
+    """The installed distribution's version; a source checkout run without installing (its
+    folder on ``PYTHONPATH``) has none, and says so instead of failing to start."""
+    try:
+        return importlib_metadata.version("rewardkit")
+    except importlib_metadata.PackageNotFoundError:
+        return "(not installed: run from a source checkout)"
+
+
 def _cmd_doctor(args: argparse.Namespace) -> int:
-    print(f"rewardkit {importlib_metadata.version('rewardkit')} on Python "
+    print(f"rewardkit {_own_version()} on Python "
           f"{platform.python_version()} ({platform.platform()})")
     for dist in ("sympy", "latex2sympy2_extended", "torch", "transformers", "peft", "accelerate",
                  "datasets", "pyarrow", "trl", "fastapi"):
@@ -198,7 +207,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = Parser(
         prog="rewardkit", description="Rewards for RL post-training of LLMs.")
     parser.add_argument("--version", action="version",
-                        version=f"rewardkit {importlib_metadata.version('rewardkit')}")
+                        version=f"rewardkit {_own_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_score(sub)
     p = sub.add_parser("list", help="list the rewards that can be loaded by name")
