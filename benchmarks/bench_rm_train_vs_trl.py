@@ -10,48 +10,63 @@ time per optimizer step is the median after ``--warmup`` steps. Prints every pai
 ratio of the medians.
 
     python benchmarks/bench_rm_train_vs_trl.py [--pairs 3] [--steps 30] [--batch-size 16]
+    python benchmarks/bench_rm_train_vs_trl.py --device cuda --hidden 1024 --layers 12 \
+        --batch-size 64     # on a GPU, bf16 autocast on both sides, a model worth timing
 
 Needs the ``trl`` extra. Timings on a shared machine are noisy: compare ratios from one run.
 """
 from __future__ import annotations
 
+import json
 import statistics
 
-from paired_training import DATA, compare, step_clock, time_reward_steps  # benchmarks/
+from paired_training import (DATA, Setting, Timing, compare, step_clock,  # benchmarks/
+                             time_reward_steps)
 
 
-def run_rewardkit(steps: int, batch: int, warmup: int, workdir: str) -> float:
-    return time_reward_steps("rm", steps, batch, warmup, workdir)
+def run_rewardkit(setting: Setting) -> Timing:
+    return time_reward_steps("rm", setting)
 
 
-def run_trl(steps: int, batch: int, warmup: int, workdir: str) -> float:
+def run_trl(setting: Setting) -> Timing:
     import torch
     from datasets import load_dataset
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
     from trl import RewardConfig, RewardTrainer
 
-    tok = AutoTokenizer.from_pretrained(DATA / "base")
+    tok = AutoTokenizer.from_pretrained(setting.base)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
-        model = AutoModelForSequenceClassification.from_pretrained(DATA / "base", num_labels=1)
+        model = AutoModelForSequenceClassification.from_pretrained(setting.base, num_labels=1)
     model.config.pad_token_id = tok.pad_token_id
     data = load_dataset("json", data_files=str(DATA / "rm_train.jsonl"), split="train")
     data = data.select_columns(["prompt", "chosen", "rejected"])
     times: list[float] = []
-    args = RewardConfig(output_dir=workdir, per_device_train_batch_size=batch, max_steps=steps,
-                        learning_rate=1e-4, lr_scheduler_type="constant", logging_steps=10**6,
-                        save_strategy="no", report_to=[], use_cpu=True, bf16=False,
+    args = RewardConfig(output_dir=setting.workdir, per_device_train_batch_size=setting.batch,
+                        max_steps=setting.steps, learning_rate=1e-4,
+                        lr_scheduler_type="constant", logging_steps=10**6, save_strategy="no",
+                        report_to=[], use_cpu=setting.device == "cpu", bf16=setting.bf16,
                         dataloader_num_workers=0, max_length=1024, disable_tqdm=True,
                         center_rewards_coefficient=None, gradient_checkpointing=False)
     trainer = RewardTrainer(model=model, args=args, train_dataset=data, processing_class=tok,
-                            callbacks=[step_clock(times)])
+                            callbacks=[step_clock(times, setting.device)])
     trainer.train()
-    return statistics.median(times[warmup:])
+    return Timing(statistics.median(times[setting.warmup:]))
+
+
+def tokens_per_pair(base) -> float:
+    """Mean real tokens of one pair (chosen and rejected, EOS included) as both sides read it."""
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(base)
+    rows = [json.loads(line) for line in open(DATA / "rm_train.jsonl")][:2000]
+    return statistics.mean(len(tok(r["prompt"] + r[side] + tok.eos_token).input_ids)
+                           for r in rows for side in ("chosen", "rejected")) * 2
 
 
 def main() -> None:
     compare(__doc__.splitlines()[0], "TRL RewardTrainer", run_trl, run_rewardkit, "RM",
-            "pairs")
+            "pairs", tokens_per_pair)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
 1. Overhead per request, ``exact_match``, one sample per request, one client after the other:
    p50/p99 latency of ``Scorer.score`` called in process vs. ``POST /v1/score`` to ``rewardkit
    serve`` (a separate process, keep-alive connection). Goal: ≤ 2 ms p50 added.
-2. A learned reward model on CPU (``--model DIR``, e.g. ``data/learned/base`` trained with
+2. A learned reward model on CPU, or on a GPU with ``--device cuda`` (``--model DIR``, e.g. ``data/learned/base`` trained with
    ``data/learned/recipe.yaml``; without it a random sequence classifier of that shape: hidden
    128, 3 layers), scoring the 800 distinct samples of ``data/learned/rm_test.jsonl`` (prompt +
    chosen, prompt + rejected) in turn, every side with the same torch thread count
@@ -49,6 +49,31 @@ from fastapi.responses import JSONResponse
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+DEVICE_VARIABLE = "REWARDKIT_BENCH_DEVICE"
+"""Where the reward model runs (``--device``); children (servers, in-process runs) read it."""
+
+
+def rm_device() -> str:
+    return os.environ.get(DEVICE_VARIABLE, "cpu")
+
+
+def gpu_memory_mib(pid: int) -> float | None:
+    """GPU memory the process ``pid`` holds, as the driver reports it (None without a GPU)."""
+    if rm_device() == "cpu":
+        return None
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory",
+                              "--format=csv,noheader,nounits"], capture_output=True, text=True,
+                             timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    for line in out.splitlines():
+        fields = [x.strip() for x in line.split(",")]
+        if len(fields) == 2 and fields[0] == str(pid):
+            return float(fields[1])
+    return None
+
 
 SAMPLE = {"prompt": "What is the capital of France?", "completion": "Paris", "reference": "Paris"}
 
@@ -159,7 +184,7 @@ def serve_peer(model: str) -> None:
 
     import rewardkit
 
-    scorer = rewardkit.load("reward_model", model=model, device="cpu")
+    scorer = rewardkit.load("reward_model", model=model, device=rm_device())
     app = FastAPI()
 
     @app.post("/v1/score")
@@ -179,43 +204,49 @@ def _cpu_s(pid: int) -> float:
 
 
 async def _throughput(url: str, clients: int, total: int, per_request: int = 1,
-                      pid: int | None = None) -> tuple[float, list[float], float | None]:
+                      pid: int | None = None
+                      ) -> tuple[float, list[float], float | None, list[float]]:
     """Requests per second of ``clients`` concurrent clients sending ``total`` requests of
-    ``per_request`` samples, and the server's (``pid``) CPU seconds over them (aiohttp: a light client, so that the load generator takes as
-    little of the shared CPU as it can; it drops idle connections after 2 s, before the
-    server's 5 s keep-alive timeout closes them under its feet)."""
+    ``per_request`` samples, the server's (``pid``) CPU seconds over them and every request's
+    latency (aiohttp: a light client, so that the load generator takes as little of the shared
+    CPU as it can; it drops idle connections after 2 s, before the server's 5 s keep-alive
+    timeout closes them under its feet)."""
     import aiohttp
 
     samples = rm_samples()
     values: list[float] = []
+    latencies: list[float] = []
     counter = iter(range(clients))  # warm-up: one request per client
 
     async def client(http: aiohttp.ClientSession) -> None:
         for i in counter:
             body = json.dumps({"samples": [samples[(i * per_request + k) % len(samples)]
                                            for k in range(per_request)]})
+            start = time.perf_counter()
             async with http.post(url + "/v1/score", data=body,
                                  headers={"content-type": "application/json"}) as r:
                 assert r.status == 200, await r.text()
                 values.extend(s["value"] for s in (await r.json())["scores"])
+            latencies.append(time.perf_counter() - start)
 
     timeout = aiohttp.ClientTimeout(total=1800)
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=clients, keepalive_timeout=2),
                                      timeout=timeout) as http:
         await asyncio.gather(*(client(http) for _ in range(clients)))
         values.clear()
+        latencies.clear()
         counter = iter(range(total))
         cpu = _cpu_s(pid) if pid else 0.0
         t = time.perf_counter()
         await asyncio.gather(*(client(http) for _ in range(clients)))
         elapsed = time.perf_counter() - t
         cpu = _cpu_s(pid) - cpu if pid else None
-    return total / elapsed, values, cpu
+    return total / elapsed, values, cpu, latencies
 
 
 def _rm_cmd(model: str, *extra: str) -> list[str]:
     return [sys.executable, "-m", "rewardkit", "serve", "--reward", "reward_model",
-            "-O", f"model={model}", "-O", "device=cpu", "--port", "0", *extra]
+            "-O", f"model={model}", "-O", f"device={rm_device()}", "--port", "0", *extra]
 
 
 def _paired(title: str, header: tuple[str, str], sides: dict[str, Any], pairs: int,
@@ -224,16 +255,17 @@ def _paired(title: str, header: tuple[str, str], sides: dict[str, Any], pairs: i
     (second side over first). Each side also reports the CPU milliseconds it spent per
     request or sample (the server process, or the scoring process): on a machine shared with
     other jobs the rate depends on the CPU share each side was granted, the CPU time per item
-    much less, so its ratio (first side's over second's) is printed beside."""
+    much less, so its ratio (first side's over second's) is printed beside, and after it what
+    else each side measured (latency percentiles, GPU memory, tokens/s)."""
     first, second = list(sides)
     print(f"\n{title}")
     print(f"{'pair':<6}{header[0]:>30}{header[1]:>30}{'ratio':>9}   CPU ms per item (ratio)")
     ratios = []
     for pair in range(pairs):
         order = (first, second) if pair % 2 == 0 else (second, first)
-        rates, values, cpu = {}, {}, {}
+        rates, values, cpu, notes = {}, {}, {}, {}
         for side in order:
-            rates[side], values[side], cpu[side] = sides[side]()
+            rates[side], values[side], cpu[side], notes[side] = sides[side]()
         assert max(abs(a - b) for a, b in zip(sorted(values[first]), sorted(values[second]))
                    ) < 1e-3, "the two sides scored differently"
         ratios.append(rates[second] / rates[first])
@@ -241,20 +273,29 @@ def _paired(title: str, header: tuple[str, str], sides: dict[str, Any], pairs: i
                 if cpu[first] and cpu[second] else "-")
         print(f"{pair + 1:<6}{rates[first]:>24.1f} {unit:<5}{rates[second]:>24.1f} {unit:<5}"
               f"{ratios[-1]:>8.2f}x   {cpus}   (order: {' then '.join(order)})")
+        for side in (first, second):
+            if notes[side]:
+                print(f"      {header[list(sides).index(side)]}: {notes[side]}")
     print(f"median ratio over {pairs} pairs: {statistics.median(ratios):.2f}x (goal >= {goal}x)")
     return ratios
 
 
 def _served(cmd: list[str], env: dict[str, str], clients: int, total: int,
             per_request: int = 1):
-    def run() -> tuple[float, list[float], float | None]:
+    def run() -> tuple[float, list[float], float | None, str]:
         proc, url = _start(cmd, env)
         try:
-            rate, values, cpu = asyncio.run(_throughput(url, clients, total, per_request,
-                                                        proc.pid))
+            rate, values, cpu, latencies = asyncio.run(_throughput(url, clients, total,
+                                                                   per_request, proc.pid))
+            gpu = gpu_memory_mib(proc.pid)
         finally:
             _stop(proc)
-        return rate * per_request, values, cpu * 1e3 / (total * per_request) if cpu else None
+        p50, p99 = _percentiles(latencies)
+        note = f"latency p50 {p50:.1f} ms, p99 {p99:.1f} ms"
+        if gpu is not None:
+            note += f", GPU memory of the server process {gpu:.0f} MiB"
+        return (rate * per_request, values, cpu * 1e3 / (total * per_request) if cpu else None,
+                note)
     return run
 
 
@@ -265,26 +306,40 @@ def in_process_throughput(model: str, n: int, batch: int, threads: int) -> None:
 
     import rewardkit
 
+    from transformers import AutoTokenizer
+
     torch.set_num_threads(threads)
-    scorer = rewardkit.load("reward_model", model=model, device="cpu")
+    device = rm_device()
+    scorer = rewardkit.load("reward_model", model=model, device=device)
     samples = rm_samples()
     scorer.score(samples[:batch])  # warm-up
+    gpu = torch.cuda if device.startswith("cuda") else None
+    if gpu is not None:
+        gpu.synchronize()
+        gpu.reset_peak_memory_stats()
     values: list[float] = []
+    sent = [samples[(b * batch + k) % len(samples)]
+            for b in range(n // batch) for k in range(batch)]
     t, cpu = time.perf_counter(), time.process_time()
     for b in range(n // batch):
-        values.extend(s.value for s in scorer.score(
-            [samples[(b * batch + k) % len(samples)] for k in range(batch)]))
-    print(json.dumps({"rate": len(values) / (time.perf_counter() - t), "values": values,
+        values.extend(s.value for s in scorer.score(sent[b * batch:(b + 1) * batch]))
+    seconds = time.perf_counter() - t
+    tok = AutoTokenizer.from_pretrained(model)
+    tokens = sum(len(tok(s["prompt"] + s["completion"]).input_ids) for s in sent)
+    note = f"{tokens / seconds:,.0f} real tokens/s"
+    if gpu is not None:
+        note += f", peak GPU memory allocated {gpu.max_memory_allocated() / 2**20:.0f} MiB"
+    print(json.dumps({"rate": len(values) / seconds, "values": values, "note": note,
                       "cpu_ms": (time.process_time() - cpu) * 1e3 / len(values)}))
 
 
 def _in_process(model: str, env: dict[str, str], n: int, batch: int, threads: int):
-    def run() -> tuple[float, list[float], float]:
+    def run() -> tuple[float, list[float], float, str]:
         out = subprocess.run([sys.executable, __file__, "--in-process", model, str(n), str(batch),
                               str(threads)], cwd=ROOT, env={**os.environ, **env},
                              capture_output=True, text=True, check=True)
         data = json.loads(out.stdout.strip().splitlines()[-1])
-        return data["rate"], data["values"], data["cpu_ms"]
+        return data["rate"], data["values"], data["cpu_ms"], data["note"]
     return run
 
 
@@ -317,7 +372,7 @@ def bench_rm(pairs: int, total: int, hidden: int, layers: int, threads: int,
                 {"1": _in_process(model, env, total, 1, threads),
                  "64": _in_process(model, env, total, 64, threads)}, pairs, 3.0, "smp/s"),
             "clients": lambda: _paired(
-                f"2a. learned RM on CPU ({what}): {clients} concurrent clients, {total} requests "
+                f"2a. learned RM on {rm_device()} ({what}): {clients} concurrent clients, {total} requests "
                 "of one sample; requests/s of `rewardkit serve` with batching off "
                 f"(--max-batch-samples 1) vs on (64, --max-wait-ms {max_wait_ms:g}), "
                 f"--concurrency {concurrency} on both",
@@ -428,7 +483,7 @@ def bench_load(minutes: float, clients: int, hidden: int, layers: int,
                                                num_layers=layers))
         config = Path(tmp) / "serve.yaml"
         config.write_text("serve:\n  rewards:\n    math: math\n    code: code\n    rm: {reward: "
-                          f"reward_model, options: {{model: '{model}', device: cpu}}}}\n"
+                          f"reward_model, options: {{model: '{model}', device: {rm_device()}}}}}\n"
                           "  default: math\n")
         proc, url = _start([sys.executable, "-m", "rewardkit", "serve", "--config", str(config),
                             "--port", "0"], {"OMP_NUM_THREADS": "1"})
@@ -496,6 +551,10 @@ def main() -> None:
                         help="torch threads (OMP_NUM_THREADS) of every side")
     parser.add_argument("--concurrency", type=int, default=1,
                         help="RM: batches in flight per server (both sides of 2a and 2b)")
+    parser.add_argument("--device", default="cpu",
+                        help="RM: where the reward model runs on every side (cpu, cuda; on "
+                             "cuda the servers' GPU memory and the latency percentiles are "
+                             "printed too)")
     parser.add_argument("--model", help="RM: a trained reward model folder (default: a random "
                                         "classifier of --hidden and --layers)")
     parser.add_argument("--max-wait-ms", type=float, default=0,
@@ -512,6 +571,7 @@ def main() -> None:
     parser.add_argument("--serve-peer", metavar="MODEL", help=argparse.SUPPRESS)
     parser.add_argument("--in-process", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    os.environ.setdefault(DEVICE_VARIABLE, args.device)  # children inherit it
     if args.serve_peer:
         serve_peer(args.serve_peer)
         return
