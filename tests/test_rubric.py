@@ -23,6 +23,8 @@ class FakeChatServer:
         self.requests = []
         self.in_flight = 0
         self.max_in_flight = 0
+        self.grading = 0        # slow-grader requests between arrival and reply (see respond)
+        self.max_grading = 0
         self.lock = threading.Lock()
         self.flaky_failures = 0
         server = self
@@ -81,7 +83,15 @@ class FakeChatServer:
                 score = 5
             self._send(handler, 200, self._chat(f"Reasoning done.\nScore: {score}"))
         elif model == "slow-grader":
+            # counted until just before the reply: the client cannot send its next request
+            # before then, so this never exceeds its concurrency (in_flight, decremented after
+            # the reply, can race with the next request's arrival)
+            with self.lock:
+                self.grading += 1
+                self.max_grading = max(self.max_grading, self.grading)
             time.sleep(0.15)
+            with self.lock:
+                self.grading -= 1
             self._send(handler, 200, self._chat("Score: 10"))
         elif model == "words":
             self._send(handler, 200, self._chat("banana, I refuse to grade"))
@@ -184,10 +194,10 @@ def test_http_judge_scores_and_caches(server):
 
 def test_concurrency_limit_is_respected(server):
     r = RubricReward(criteria=["is correct"], judge=_judge(server, "slow-grader", max_concurrency=2))
-    server.max_in_flight = 0
+    server.max_grading = 0
     scores = r.score([Sample("q", f"answer {i}") for i in range(6)])
     assert all(s.value == 1.0 for s in scores)
-    assert server.max_in_flight == 2
+    assert server.max_grading == 2
 
 
 def test_implicit_aggregation_is_one_call_per_sample(server):
