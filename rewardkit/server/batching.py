@@ -16,7 +16,9 @@ batching of inference servers such as NVIDIA Triton (``max_queue_delay``) and Ra
 rewards (``math``, ``code``) run a batch on their own pool, which a second batch waits for. So a
 flow's samples go out in chunks sized to finish within ``batch_quantum_s``: a flow's first chunk
 is what fits at the reward's recent cost per sample (one sample on a fresh server; the estimate
-rises at once on a slow batch and decays slowly), then the chunk doubles while batches stay within
+rises at once on a slow batch and decays slowly), or twice the largest batch recently seen to
+finish within the quantum if that is larger (a model on a GPU costs far more per sample in small
+batches than in large ones), then the chunk doubles while batches stay within
 the quantum and shrinks to fit it when samples are slow (one sample of math that spins for its
 full time limit costs a second): a small request waits at most about one quantum, or one slow
 sample, behind a big one. Fast samples reach ``max_batch_samples`` after a few chunks. (After a
@@ -109,7 +111,8 @@ class Batcher:
         self._running: set[asyncio.Task] = set()
         self._recent: deque[tuple[bool, object]] = deque(maxlen=HEALTH_WINDOW)
         self._per_sample_s: float | None = None  # rises at once, decays slowly
-        self._fits = 1  # a new flow's first chunk: what fits in the quantum at that cost
+        self._fits = 1  # what fits in the quantum at the recent cost per sample
+        self._proven = 1  # twice the largest batch recently seen to finish within the quantum
 
     async def start(self) -> None:
         await self.worker.start()
@@ -125,7 +128,7 @@ class Batcher:
             raise QueueFull(self.name, self.pending, self.max_queue_samples)
         loop = asyncio.get_running_loop()
         flow = Flow(samples, loop.create_future(), loop.time(),
-                    self._fits if self.batch_independent else max(n, 1))
+                    max(self._fits, self._proven) if self.batch_independent else max(n, 1))
         self._flows.append(flow)
         self._waiting += n
         self.pending += n
@@ -304,6 +307,17 @@ class Batcher:
                               else 0.9 * known + 0.1 * per_sample_s)
         self._fits = max(1, min(self.max_batch_samples,
                                 int(self.batch_quantum_s / max(self._per_sample_s, 1e-9))))
+        # A model on a GPU costs far more per sample in a small batch than in a large one, and
+        # its first batches pay for loading kernels: the per-sample estimate alone would keep
+        # new flows in small chunks long after large batches were seen to be fast. So a new
+        # flow may also start at twice the largest batch that finished within the quantum (the
+        # doubling a flow's own chunks follow); a batch that overran it brings that back to
+        # what fits at its own cost.
+        size = sum(end - start for _, start, end in batch)
+        if per_sample_s * size <= self.batch_quantum_s:
+            self._proven = min(self.max_batch_samples, max(self._proven, 2 * size))
+        else:
+            self._proven = max(1, min(self.max_batch_samples, fits))
         for flow, _, _ in batch:
             flow.chunk = max(1, min(self.max_batch_samples, 2 * flow.chunk, fits))
 
