@@ -35,8 +35,9 @@ part() {  # part NAME SECONDS COMMAND...
 } >"$LOGS/environment.log" 2>&1
 cat "$LOGS/environment.log"
 
-part server 180 $PY benchmarks/bench_server.py --device cuda --skip-overhead --pairs 2 \
-  --rm-requests 1024 --hidden 1024 --layers 12 --rm-parts clients,ceiling
+part server 220 $PY benchmarks/bench_server.py --device cuda --skip-overhead --pairs 2 \
+  --rm-requests 1024 --big-samples 2048 --hidden 1024 --layers 12 \
+  --rm-parts clients,ceiling,large
 part rm_train 80 $PY benchmarks/bench_rm_train_vs_trl.py --device cuda --hidden 1024 \
   --layers 12 --batch-size 64 --steps 25 --warmup 5 --pairs 2
 part prm_train 70 $PY benchmarks/bench_prm_train_vs_trl.py --device cuda --hidden 1024 \
