@@ -84,10 +84,9 @@ def main() -> None:
                         help="samples per measurement (batch 1 scores a quarter of them)")
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
-    if args.device == "auto":
-        import torch
+    from rewardkit.runtime.device import resolve_device
 
-        args.device = "cuda" if torch.cuda.is_available() else "cpu"
+    args.device = str(resolve_device(args.device))
     gpu = cuda(args.device)
     data = samples(args.samples)
     with tempfile.TemporaryDirectory() as tmp:

@@ -1,6 +1,6 @@
-"""The batcher's chunk sizes: a new request may start at twice the largest batch recently seen to finish
-within the quantum, so a model whose cost per sample falls with the batch size (a GPU) is not
-held to small chunks by its first, slow batches; a batch that overruns the quantum still brings
+"""The batcher's chunk sizes: a new request may start at twice the largest batch recently seen
+to finish within the quantum, so a model whose cost per sample falls with the batch size (a
+GPU) is not held to small chunks by its first, slow batches; a batch that overruns the quantum still brings
 the chunks back down (the fairness rule for slow samples)."""
 from __future__ import annotations
 
