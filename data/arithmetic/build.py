@@ -31,7 +31,8 @@ def main() -> None:
     tokenizer = arithmetic.build_tokenizer()
     model = arithmetic.build_model(tokenizer, seed=args.seed)
     start = time.time()
-    losses = arithmetic.warm_start(model, tokenizer, train, steps=args.steps, seed=args.seed)
+    losses = arithmetic.warm_start(model, tokenizer, train, steps=args.steps, seed=args.seed,
+                                     progress=True)
     print(f"warm start: {args.steps} steps in {time.time() - start:.0f}s, "
           f"final loss {sum(losses[-50:]) / 50:.3f}")
     model.save_pretrained(args.out / "policy")

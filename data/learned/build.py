@@ -25,7 +25,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path(__file__).parent)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--train", type=int, default=4000, help="training rows per task")
+    parser.add_argument("--train", type=int, default=10000, help="training rows per task")
     parser.add_argument("--test", type=int, default=400, help="rows per held-out slice")
     parser.add_argument("--no-base", action="store_true", help="keep the existing base/")
     args = parser.parse_args()

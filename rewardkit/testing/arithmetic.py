@@ -88,11 +88,26 @@ def build_model(tokenizer: Any, hidden_size: int = 128, num_layers: int = 3, see
     return model
 
 
+def sft_batch(tokenizer: Any, prompts: list[str], answers: list[str]) -> tuple[Any, Any]:
+    """The padded encoding of ``prompt + answer + EOS`` for each row and its labels: the
+    answer's and EOS's tokens, -100 on the prompt and the padding. The prompt is measured in
+    tokens as the whole text is tokenised (a prompt of words is fewer tokens than characters)."""
+    texts = [p + a + tokenizer.eos_token for p, a in zip(prompts, answers)]
+    prompt_lens = [len(ids) for ids in tokenizer(prompts).input_ids]
+    enc = tokenizer(texts, return_tensors="pt", padding=True, padding_side="right")
+    labels = enc.input_ids.clone()
+    labels[enc.attention_mask == 0] = -100
+    for i, n in enumerate(prompt_lens):
+        labels[i, :n] = -100
+    return enc, labels
+
+
 def warm_start(model: Any, tokenizer: Any, problems: list[dict[str, Any]], steps: int,
                batch_size: int = 128, lr: float = 3e-3, seed: int = 0,
-               noisy: bool = True) -> list[float]:
+               noisy: bool = True, progress: bool = False) -> list[float]:
     """Supervised fine-tuning on ``prompt + answer + EOS`` (loss on the answer only); with
-    ``noisy`` each answer is drawn from :data:`SLIPS` anew every time it is seen. Returns the
+    ``noisy`` each answer is drawn from :data:`SLIPS` anew every time it is seen (``noisy=False``
+    trains on the answers as given, which may be any text, e.g. worked solutions). Returns the
     loss per step."""
     import torch
 
@@ -102,18 +117,15 @@ def warm_start(model: Any, tokenizer: Any, problems: list[dict[str, Any]], steps
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=steps, pct_start=0.05)
     model.train()
     losses: list[float] = []
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=steps, desc="warm start", unit="step")
     for _ in range(steps):
         batch = rng.sample(problems, batch_size)
-        texts, prompt_lens = [], []
-        for row in batch:
-            answer = noisy_answer(row["answer"], rng) if noisy else row["answer"]
-            texts.append(row["prompt"] + answer + EOS)
-            prompt_lens.append(len(row["prompt"]))
-        enc = tokenizer(texts, return_tensors="pt", padding=True, padding_side="right")
-        labels = enc.input_ids.clone()
-        labels[enc.attention_mask == 0] = -100
-        for i, n in enumerate(prompt_lens):
-            labels[i, :n] = -100
+        answers = [noisy_answer(row["answer"], rng) if noisy else row["answer"] for row in batch]
+        enc, labels = sft_batch(tokenizer, [row["prompt"] for row in batch], answers)
         loss = model(**enc, labels=labels).loss
         opt.zero_grad()
         loss.backward()
@@ -121,6 +133,11 @@ def warm_start(model: Any, tokenizer: Any, problems: list[dict[str, Any]], steps
         opt.step()
         sched.step()
         losses.append(loss.item())
+        if bar is not None:
+            bar.update()
+            bar.set_postfix(loss=f"{losses[-1]:.3f}", refresh=False)
+    if bar is not None:
+        bar.close()
     model.eval()
     return losses
 
