@@ -21,8 +21,9 @@ them all:
     for k in rm trl prm; do python benchmarks/learned_figures.py --train-only $k --seeds 0 1 2 & done
     python benchmarks/learned_figures.py --seeds 0 1 2 --write-docs
 
-With the shipped recipe a reward-model run takes 12-18 minutes on one thread of a shared 2-core
-machine (``train_seconds`` in the figures file), a process reward model about half that.
+With the shipped recipe a reward-model run takes 12-18 minutes on one thread of a 2-core machine
+busy with other jobs (load 4-8; ``train_seconds`` in the figures file) and about 1.5 minutes
+(0.1-0.2 s a step) on a quiet one; a process reward model about half that.
 """
 from __future__ import annotations
 
