@@ -21,6 +21,13 @@ them all:
     for k in rm trl prm; do python benchmarks/learned_figures.py --train-only $k --seeds 0 1 2 & done
     python benchmarks/learned_figures.py --seeds 0 1 2 --write-docs
 
+``--train-data DIR``, ``--batch-size`` and ``--device cuda`` run the same comparison on more
+training rows, a larger batch or a GPU, into another ``--json``:
+
+    python data/learned/build.py --out runs/rows100k --train 100000 --no-base
+    python benchmarks/learned_figures.py --train-data runs/rows100k --batch-size 128 \
+        --rm-steps 3000 --no-prm --out runs/rows100k_figures --json runs/rows100k.json
+
 With the shipped recipe a reward-model run takes 12-18 minutes on one thread of a 2-core machine
 busy with other jobs (load 4-8; ``train_seconds`` in the figures file) and about 1.5 minutes
 (0.1-0.2 s a step) on a quiet one; a process reward model about half that.
@@ -49,6 +56,11 @@ def recipe() -> dict[str, Any]:
     return dict(read_config_file(DATA / "recipe.yaml")["train"])
 
 
+SETTINGS: dict[str, Any] = {"train_data": DATA, "batch_size": None, "device": "cpu"}
+"""What the command line changes from the recipe for every run: the folder the training rows
+are read from (the held-out files are always data/learned's), the batch size and the device."""
+
+
 def train_rewardkit(task: str, seed: int, out: Path, steps: int | None) -> tuple[Path, float]:
     from rewardkit.models.train import train_reward_model
     from rewardkit.models.train_config import RewardTrainConfig
@@ -57,11 +69,14 @@ def train_rewardkit(task: str, seed: int, out: Path, steps: int | None) -> tuple
     if (final / "config.json").is_file():
         return final, _seconds(out)
     options = {**recipe(), "task": task, "seed": seed, "output_dir": str(out),
-               "model": str(DATA / "base"), "data": str(DATA / f"{task}_train.jsonl"),
-               "eval_data": str(DATA / f"{task}_test.jsonl"), "device": "cpu",
+               "model": str(DATA / "base"),
+               "data": str(SETTINGS["train_data"] / f"{task}_train.jsonl"),
+               "eval_data": str(DATA / f"{task}_test.jsonl"), "device": SETTINGS["device"],
                "progress": False, "tensorboard": False, "plots": False, "eval_every": 0}
     if steps:
         options["steps"] = steps
+    if SETTINGS["batch_size"]:
+        options["batch_size"] = SETTINGS["batch_size"]
     start = time.perf_counter()
     train_reward_model(RewardTrainConfig(**options))
     return final, _seconds(out, time.perf_counter() - start)
@@ -93,16 +108,18 @@ def train_trl(seed: int, out: Path, steps: int | None) -> tuple[Path, float]:
         torch.manual_seed(seed)  # the head, seeded as train rm seeds it
         model = AutoModelForSequenceClassification.from_pretrained(DATA / "base", num_labels=1)
     model.config.pad_token_id = tok.pad_token_id
-    data = load_dataset("json", data_files=str(DATA / "rm_train.jsonl"), split="train")
+    data = load_dataset("json", data_files=str(SETTINGS["train_data"] / "rm_train.jsonl"),
+                        split="train")
+    gpu = SETTINGS["device"] != "cpu"  # bf16 autocast there, as train rm's dtype auto
     data = data.select_columns(["prompt", "chosen", "rejected"])
     schedule = r.get("lr_schedule", "linear")
     args = RewardConfig(
-        output_dir=str(out), per_device_train_batch_size=r["batch_size"],
+        output_dir=str(out), per_device_train_batch_size=SETTINGS["batch_size"] or r["batch_size"],
         max_steps=steps or r["steps"], learning_rate=r["learning_rate"],
         lr_scheduler_type="constant_with_warmup" if schedule == "constant" else schedule,
         warmup_steps=r.get("warmup_steps", 0), weight_decay=r.get("weight_decay", 0.0),
         max_grad_norm=r.get("max_grad_norm", 1.0), gradient_checkpointing=False, seed=seed,
-        logging_steps=10**6, save_strategy="no", report_to=[], use_cpu=True, bf16=False,
+        logging_steps=10**6, save_strategy="no", report_to=[], use_cpu=not gpu, bf16=gpu,
         dataloader_num_workers=0, max_length=r.get("max_length", 1024), disable_tqdm=True,
         center_rewards_coefficient=None)
     trainer = RewardTrainer(model=model, args=args, train_dataset=data, processing_class=tok)
@@ -119,7 +136,7 @@ def eval_rm(model: Path) -> dict[str, Any]:
     from rewardkit.models.data import read_pairs
     from rewardkit.models.evaluation import evaluate_reward_model
 
-    scorer = rewardkit.load("reward_model", model=str(model), device="cpu")
+    scorer = rewardkit.load("reward_model", model=str(model), device=SETTINGS["device"])
     return evaluate_reward_model(scorer, read_pairs(str(DATA / "rm_slices.jsonl")))
 
 
@@ -128,7 +145,7 @@ def eval_prm(model: Path) -> dict[str, Any]:
     from rewardkit.models.data import read_solutions
     from rewardkit.models.evaluation import evaluate_process_reward
 
-    scorer = rewardkit.load("process_reward", model=str(model), device="cpu")
+    scorer = rewardkit.load("process_reward", model=str(model), device=SETTINGS["device"])
     rows = read_solutions(str(DATA / "prm_slices.jsonl"))
     out = evaluate_process_reward(scorer, rows, layout="processbench")
     out["training_layout"] = evaluate_process_reward(scorer, rows, layout="training",
@@ -266,9 +283,23 @@ def main() -> None:
                         help="train this one run per seed and stop (no evaluation, no JSON): "
                              "separate calls can then train side by side, and a last call "
                              "without it evaluates them all")
+    parser.add_argument("--train-data", type=Path, default=DATA,
+                        help="folder of rm_train.jsonl / prm_train.jsonl (e.g. more rows: "
+                             "python data/learned/build.py --out DIR --train 100000 --no-base, "
+                             "whose held-out files equal the shipped ones); held-out and slice "
+                             "files are always data/learned's")
+    parser.add_argument("--batch-size", type=int, help="override the recipe's batch size")
+    parser.add_argument("--device", default="cpu",
+                        help="where every run trains and is scored (cuda: bf16 on both sides)")
     parser.add_argument("--write-docs", action="store_true",
                         help="render the table into docs/learned.md between its markers")
     args = parser.parse_args()
+    SETTINGS.update(train_data=args.train_data, batch_size=args.batch_size, device=args.device)
+    if (args.train_data != DATA or args.batch_size or args.device != "cpu") and (
+            args.write_docs or args.json == JSON):
+        parser.error("docs/learned.md and its figures file hold the shipped recipe's figures: "
+                     "with --train-data, --batch-size or --device, pass another --json and no "
+                     "--write-docs")
     if args.train_only:
         for seed in args.seeds:
             if args.train_only == "trl":
@@ -284,7 +315,9 @@ def main() -> None:
 
     figures: dict[str, Any] = {
         "command": "python benchmarks/learned_figures.py " + " ".join(sys.argv[1:]),
-        "recipe": recipe(), "seeds": args.seeds, "rm": {"rewardkit": {}, "trl": {}},
+        "recipe": recipe(), "seeds": args.seeds,
+        "settings": {"train_data": str(args.train_data), "batch_size": args.batch_size,
+                     "device": args.device}, "rm": {"rewardkit": {}, "trl": {}},
         "prm": {"rewardkit": {}},
         "heuristics": {
             "rm": {s: {k: (v if not isinstance(v, dict) else
