@@ -110,8 +110,8 @@ def train_trl(seed: int, out: Path, steps: int | None) -> tuple[Path, float]:
     model.config.pad_token_id = tok.pad_token_id
     data = load_dataset("json", data_files=str(SETTINGS["train_data"] / "rm_train.jsonl"),
                         split="train")
-    gpu = SETTINGS["device"] != "cpu"  # bf16 autocast there, as train rm's dtype auto
     data = data.select_columns(["prompt", "chosen", "rejected"])
+    gpu = SETTINGS["device"] != "cpu"  # bf16 autocast there, as train rm's dtype auto
     schedule = r.get("lr_schedule", "linear")
     args = RewardConfig(
         output_dir=str(out), per_device_train_batch_size=SETTINGS["batch_size"] or r["batch_size"],
