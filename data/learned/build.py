@@ -1,6 +1,6 @@
-"""Rebuild the learned-reward data from the arithmetic task (seconds).
+"""Rebuild the learned-reward data from the arithmetic task (seconds; the LM base minutes).
 
-    python data/learned/build.py [--out data/learned] [--seed 0]
+    python data/learned/build.py [--out data/learned] [--seed 0] [--no-base]
 
 Writes, with no problem shared between any two files (each file draws its own problems):
   rm_train.jsonl / rm_test.jsonl      preference pairs (TRL format + ``subset``), in distribution
@@ -10,6 +10,9 @@ Writes, with no problem shared between any two files (each file draws its own pr
                                       one direction; rewardkit.models.arithmetic.SLICES)
   base/                               the arithmetic policy with "\\n", "<step>" and the template
                                       words in its tokenizer, to start reward models from
+  lm_base/                            base/ trained further as a language model on right worked
+                                      solutions of other problems (--lm-steps; ~10 CPU minutes),
+                                      for the ``implicit_reward`` (its own log-likelihood)
 See rewardkit/models/arithmetic.py for how solutions and slips are made and why.
 """
 from __future__ import annotations
@@ -21,13 +24,46 @@ from rewardkit.models import arithmetic
 from rewardkit.testing.arithmetic import write_jsonl
 
 
+def build_lm_base(out: Path, base: Path, problems: list[arithmetic.Problem], steps: int,
+                  seed: int, spec: str) -> None:
+    """``base`` trained as a causal LM on the right worked solutions of ``problems`` (loss on
+    the solution, not the prompt), saved with a ``rewardkit.json`` that names its step
+    separator."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from rewardkit.models.loading import write_sidecar
+    from rewardkit.testing.arithmetic import warm_start
+
+    tokenizer = AutoTokenizer.from_pretrained(base)
+    model = AutoModelForCausalLM.from_pretrained(base)
+    rows = [{"prompt": pb.prompt, "answer": "\n".join(arithmetic.solve(pb.ops))}
+            for pb in problems]
+    losses = warm_start(model, tokenizer, rows, steps, batch_size=128, lr=2e-3, seed=seed,
+                        noisy=False, progress=True)
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    write_sidecar(out, {"kind": "causal_lm", "separator": "\n",
+                        "trained_on": f"{len(rows)} right worked solutions ({spec} problems), "
+                                      f"{steps} steps of 128, final loss {losses[-1]:.4f}"})
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path(__file__).parent)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--train", type=int, default=10000, help="training rows per task")
     parser.add_argument("--test", type=int, default=400, help="rows per held-out slice")
-    parser.add_argument("--no-base", action="store_true", help="keep the existing base/")
+    parser.add_argument("--no-base", action="store_true",
+                        help="keep the existing base/ and lm_base/")
+    parser.add_argument("--lm-problems", type=int, default=256000,
+                        help="right worked solutions lm_base/ is trained on")
+    parser.add_argument("--lm-steps", type=int, default=2000,
+                        help="training steps of lm_base/ (128 solutions each)")
+    parser.add_argument("--lm-spec", choices=sorted(arithmetic.LM_SPECS), default="train",
+                        help="which problems lm_base/ learns from (rewardkit.models.arithmetic."
+                             "LM_SPECS): train (default, the reward data's distribution; every "
+                             "slice stays held out) or broad (the slices' distributions too, "
+                             "never their problems)")
     args = parser.parse_args()
     seen: set[str] = set()
     s, n = args.seed, args.test
@@ -58,6 +94,11 @@ def main() -> None:
     write_jsonl(prm_rows, args.out / "prm_slices.jsonl")
     if not args.no_base:
         arithmetic.make_base(args.out / "base")
+        # drawn after every other file's problems, so it shares none of them
+        build_lm_base(args.out / "lm_base", args.out / "base",
+                      arithmetic.make_problems(args.lm_problems,
+                                               arithmetic.LM_SPECS[args.lm_spec], s + 50, seen),
+                      args.lm_steps, s, args.lm_spec)
     print(f"wrote {args.train} training rows per task, {n} held-out in distribution and "
           f"{len(slices)} held-out slices of {n} to {args.out}")
 

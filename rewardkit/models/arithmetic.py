@@ -101,6 +101,16 @@ SLICES: dict[str, Spec] = {
     "rejected_below": Spec(direction="below", notes="the wrong answer is smaller"),
 }
 """Held-out slices: each moves one property away from training (or isolates one)."""
+LM_SPECS: dict[str, Spec] = {
+    "train": TRAIN,
+    "broad": Spec(start=(1, 499), steps=(2, 6), templates=TRAIN_TEMPLATES + HELD_OUT_TEMPLATES,
+                  notes="first number 1-499, 2-6 steps, all four templates: what the "
+                        "larger_operands, more_steps and held_out_template slices move to"),
+}
+"""Problems whose right worked solutions a language-model base (``data/learned/lm_base``) is
+trained on: ``train`` is the reward data's own distribution, so every slice stays held out from
+the base too; ``broad`` covers the slices' distributions (never their problems), as a
+pretrained LLM has seen more arithmetic than any reward data set holds."""
 
 
 @dataclass
