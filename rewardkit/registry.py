@@ -66,6 +66,9 @@ _BUILTINS: dict[str, tuple[str, str]] = {
                      "a learned outcome reward model (sequence classifier with one output)"),
     "process_reward": ("rewardkit.models.process_reward:ProcessRewardScorer",
                        "a learned process reward model: one score per reasoning step"),
+    "implicit_reward": ("rewardkit.models.implicit_reward:ImplicitRewardScorer",
+                        "a causal LM's log-likelihood of the completion (DPO's implicit reward, "
+                        "or reference-free); per-step scores too"),
     "ensemble": ("rewardkit.models.ensemble:EnsembleScorer",
                  "several rewards combined (mean, min, uncertainty-weighted); spread as uncertainty"),
     "shaped": ("rewardkit.models.learned_shaping:ShapedReward",

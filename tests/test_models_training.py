@@ -145,7 +145,8 @@ def test_cli_reports_a_bad_option_and_a_bad_model(base, data, tmp_path, capsys):
     assert main(["train", "rm", "--model", base, "--data", str(data / "pairs.jsonl"),
                  "--set", "margn_field=x"]) == 2
     assert "did you mean 'margin_field'" in capsys.readouterr().err
-    assert main(["eval", "rm", "--model", base, "--data", str(data / "pairs.jsonl")]) == 2
+    assert main(["eval", "rm", "--model", base, "--data", str(data / "pairs.jsonl"),
+                 "--reward", "reward_model"]) == 2
     assert "not a sequence classifier" in capsys.readouterr().err
 
 

@@ -8,6 +8,8 @@ Modules:
                       that keeps the end of the completion, token-budget batching
     reward_model      the ``reward_model`` Scorer (sequence classifier, one output)
     process_reward    the ``process_reward`` Scorer (token classifier read at step marks)
+    implicit_reward   the ``implicit_reward`` Scorer (a causal LM's log-likelihood, reference-free
+                      or against a reference; per-step scores from the same pass)
     ensemble          the ``ensemble`` Scorer (mean/min/uwo/mean_minus_std, per-member normalisation)
     multihead         K reward heads on one trunk: its Scorer, stack_heads / split_heads
     lora_members      K LoRA adapters on one base as ensemble members

@@ -136,6 +136,11 @@ def add_eval_parser(sub: Any) -> argparse.ArgumentParser:
         q.add_argument("--output", "-o", help="JSON report path (default: print only)")
         q.add_argument("--option", "-O", action="append", default=[], type=parse_key_value,
                        metavar="KEY=VALUE", help="scorer option, e.g. -O batch_tokens=8192")
+        q.add_argument("--reward", choices=("auto", "reward_model", "process_reward",
+                                            "implicit_reward"), default="auto",
+                       help="how the model is read (auto: a classifier as "
+                            f"{'reward_model' if kind == 'rm' else 'process_reward'}, a causal "
+                            "LM as implicit_reward, its own log-likelihood)")
         q.add_argument("--seed", type=int, default=0, help="bootstrap seed")
         q.add_argument("--no-heuristics", action="store_true",
                        help="leave out the trivial baselines (shorter, longer, smaller, larger, "
@@ -156,6 +161,20 @@ def add_eval_parser(sub: Any) -> argparse.ArgumentParser:
     return p
 
 
+def _reward_for(args: argparse.Namespace) -> str:
+    """The reward ``eval`` reads the model with: ``--reward``, or for ``auto`` a classifier as
+    ``reward_model``/``process_reward`` and a causal language model as ``implicit_reward``."""
+    if args.reward != "auto":
+        return args.reward
+    from .loading import classifier_kind, load_config  # deferred: transformers
+
+    default = "reward_model" if args.kind == "rm" else "process_reward"
+    config = load_config(args.model)
+    names = getattr(config, "architectures", None) or []
+    causal = classifier_kind(config) == "other" and any(n.endswith("ForCausalLM") for n in names)
+    return "implicit_reward" if causal else default
+
+
 def run_eval(args: argparse.Namespace) -> int:
     # deferred: numpy and the evaluation code load only when `eval` runs
     from .evaluation import TIE_TOLERANCE, evaluate_process_reward, evaluate_reward_model
@@ -164,19 +183,20 @@ def run_eval(args: argparse.Namespace) -> int:
     try:
         if args.kind == "rm":
             rows = read_pairs(args.data)
-            scorer = registry.load("reward_model", model=args.model, **dict(args.option))
+            scorer = registry.load(_reward_for(args), model=args.model, **dict(args.option))
             tol = TIE_TOLERANCE if args.tie_tolerance is None else args.tie_tolerance
             report = evaluate_reward_model(scorer, rows, args.seed, tol,
                                            heuristics=not args.no_heuristics)
         else:
             rows = read_solutions(args.data)
-            scorer = registry.load("process_reward", model=args.model, **dict(args.option))
+            scorer = registry.load(_reward_for(args), model=args.model, **dict(args.option))
             report = evaluate_process_reward(scorer, rows, args.threshold, args.layout,
                                              heuristics=not args.no_heuristics)
     except (ConfigError, DataError, TypeError, UnknownRewardError) as exc:
         print(f"rewardkit eval {args.kind}: {exc}", file=sys.stderr)
         return EXIT_USAGE if isinstance(exc, TypeError) else exit_status(exc)
-    report = {"model": args.model, "data": args.data, "n": len(rows), **report}
+    report = {"model": args.model, "reward": scorer.name, "data": args.data, "n": len(rows),
+              **report}
     text = json.dumps(report, indent=1)
     if args.output:
         Path(args.output).parent.mkdir(parents=True, exist_ok=True)

@@ -138,6 +138,20 @@ def truncate(ids: list[int], n_prompt: int, max_length: int | None) -> Encoded:
                    len(completion) - keep_c)
 
 
+def encode_with_completion_start(tokenizer: Any, prefix: str, full: str, plain: bool
+                                 ) -> tuple[list[int], list[tuple[int, int]], int]:
+    """``full``'s token ids, their character offsets, and the index of the completion's first
+    token: the first whose text starts at or after ``prefix`` ends (a token straddling the
+    boundary counts with the prompt). Needs a fast tokenizer (offsets). The first token of a
+    text is never a completion token: nothing comes before it to predict it from."""
+    enc = tokenizer(full, add_special_tokens=plain, return_offsets_mapping=True)
+    ids, offsets = list(enc.input_ids), [tuple(o) for o in enc.offset_mapping]
+    begin = len(prefix)
+    first = next((k for k, (a, b) in enumerate(offsets) if a >= begin and (b > a or k > 0)),
+                 len(ids))
+    return ids, offsets, max(first, 1)
+
+
 def token_budget_batches(lengths: Sequence[int], batch_tokens: int,
                          max_batch_size: int | None = None, max_padding: float | None = None,
                          min_rows: int = 8) -> Iterator[list[int]]:

@@ -112,8 +112,9 @@ def load_classifier(model: str, head: str, device: Any, dtype: Any,
         raise ModelLoadError(
             f"{model!r} is a {arch} model, not a sequence classifier: `reward_model` needs an "
             "AutoModelForSequenceClassification checkpoint with one output (a trained reward "
-            f"model). Train one with `rewardkit train rm --model {model}`, or for a process "
-            "reward model use `process_reward`.")
+            f"model). Train one with `rewardkit train rm --model {model}`; for a process "
+            "reward model use `process_reward`; a causal LM's own likelihood is read by "
+            "`implicit_reward`.")
     if head == "token" and kind not in ("token", "prm"):
         raise ModelLoadError(
             f"{model!r} is a {arch} model, not a token classifier: `process_reward` needs an "
@@ -128,6 +129,31 @@ def load_classifier(model: str, head: str, device: Any, dtype: Any,
 
     try:
         net = cls.from_pretrained(model, **dtype_kwarg(dtype), trust_remote_code=trust_remote_code)
+    except (OSError, ValueError) as exc:
+        raise ModelLoadError(f"could not load the weights of {model!r}: {exc}") from exc
+    return net.to(device).eval()
+
+
+def load_causal_lm(model: str, device: Any, dtype: Any, trust_remote_code: bool = False,
+                   config: Any = None) -> Any:
+    """``AutoModelForCausalLM`` in eval mode on ``device``; a classifier checkpoint (a trained
+    reward model has no language-model head) is refused with what to load instead."""
+    from transformers import AutoModelForCausalLM
+
+    config = config or load_config(model, trust_remote_code)
+    names = list(getattr(config, "architectures", None) or [])
+    if classifier_kind(config) != "other" or (names and not any(
+            n.endswith(("ForCausalLM", "LMHeadModel", "ForConditionalGeneration"))
+            for n in names)):
+        raise ModelLoadError(
+            f"{model!r} is a {', '.join(names) or 'unknown'} model, not a causal language "
+            "model: `implicit_reward` reads a language model's own token probabilities. A "
+            "classifier reward model is read by `reward_model` (or `process_reward`).")
+    from ..runtime.device import dtype_kwarg  # deferred: imports torch
+
+    try:
+        net = AutoModelForCausalLM.from_pretrained(model, **dtype_kwarg(dtype),
+                                                   trust_remote_code=trust_remote_code)
     except (OSError, ValueError) as exc:
         raise ModelLoadError(f"could not load the weights of {model!r}: {exc}") from exc
     return net.to(device).eval()

@@ -1,0 +1,292 @@
+"""``implicit_reward``: a causal language model's own judgement of a completion, as a Scorer.
+
+A language model that assigns a completion high probability "rewards" it. With a reference
+model this is the reward DPO optimises implicitly (Rafailov et al. 2023), read the way
+RewardBench scores DPO-trained models (Lambert et al. 2024)::
+
+    value = beta * (log pi(y | x) - log pi_ref(y | x))      # reference given
+    value = beta * log pi(y | x)                             # reference-free
+
+summed over the completion's tokens (``reduction="sum"``) or averaged per token (``"mean"``,
+SimPO's length-normalised form, Meng et al. 2024). The prompt's tokens are context, never
+scored. ``info`` carries both log-likelihoods, the token count and the least likely token.
+
+**Per-step scores.** The completion is split into steps (``metadata["steps"]`` or
+``step_sep``) and every step gets a score from the same forward pass, as the implicit process
+reward of Yuan et al. (2024) does:
+
+* ``sigmoid`` (the default with a reference): σ(β · Σ log-ratio over the step's tokens), above
+  ½ when the model likes the step better than its reference does;
+* ``relative`` (the default without one): exp of the step's worst token measured against the
+  model's own best guess at that place, exp(min_t [log π(y_t) − max_v log π(v)]): 1 when every
+  token of the step is the one the model would have written, small when one token falls far
+  below it (a slipped digit). Uncertainty spread over many good continuations does not count
+  against a step, only a token the model clearly did not expect;
+* ``probability``: exp(Σ log π) over the step, the probability that the model writes exactly
+  this step after what came before (long or open-ended steps score low however right they are).
+
+A step's tokens are those inside its text; the separators between steps and the end of the text
+(EOS, a template's end of turn) count towards ``value`` but belong to no step.
+``rewardkit eval prm`` reads these like a process reward model's step probabilities (pick its
+``--threshold`` on training rows: a ``relative`` step below e^-3 ≈ 0.05 is one whose worst token
+is 20 times less likely than the model's best guess).
+
+Why a Scorer of its own: ``reward_model`` reads one logit from a classification head; here the
+reward is the model's log-likelihood of the tokens themselves, so every completion token is
+read (a vocabulary-sized row of logits each), and a model that predicts the right answer well
+is already a verifier: a slip in one digit is a token it did not expect.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from ..scorer import Scorer
+from ..types import Sample, Score
+from . import encoding
+from .loading import (ModelLoadError, load_causal_lm, load_config, load_tokenizer, read_sidecar,
+                      resolve_device_dtype)
+from .process_reward import split_steps
+
+REDUCTIONS = ("sum", "mean")
+STEP_SCORES = ("auto", "relative", "probability", "sigmoid")
+
+
+@dataclass
+class LikelihoodEncoding:
+    """Token ids, the first completion token's position, and the step each completion token
+    belongs to (``step_of[k]`` for token ``start + k``)."""
+
+    ids: list[int]
+    start: int
+    step_of: list[int]
+    num_steps: int
+
+    def info(self) -> dict[str, Any]:
+        return {"tokens": len(self.ids), "completion_tokens": len(self.ids) - self.start}
+
+
+class ImplicitRewardScorer(Scorer):
+    """Score completions by how likely a causal LM finds them (against a reference model, or
+    reference-free).
+
+    Args:
+        model: a causal LM (``AutoModelForCausalLM``): local folder or hub id. A DPO-trained
+            policy, or a model trained as a language model on right answers.
+        reference: the reference model of the implicit reward (the model DPO started from);
+            None (default) reads the reward reference-free. It must share ``model``'s
+            tokenizer.
+        beta: scale of the reward (DPO's β; default 1.0).
+        reduction: ``sum`` (default: the log-likelihood of the whole completion) or ``mean``
+            (per completion token).
+        step_sep: how a completion's text is split into steps when its sample has no
+            ``metadata["steps"]`` (default: what training recorded in ``rewardkit.json``, else
+            blank lines). Given steps are joined with it into the text the model reads.
+        step_scores: ``auto`` (``sigmoid`` with a reference, ``relative`` without),
+            ``relative``, ``probability`` or ``sigmoid`` (see the module's docstring).
+        max_length: token budget per sample (default: the tokenizer's ``model_max_length``,
+            capped at 4096). A longer sample is an error in its own Score, not cut: a cut
+            completion would be a different likelihood.
+        batch_tokens: padded tokens per forward pass (default 4096: every token produces a
+            vocabulary-sized row of logits, so this bounds memory, e.g. 4096 × 152k bf16 logits
+            is 1.2 GB).
+        max_batch_size, max_padding, device, dtype, chat_template, plain_format, pad_token,
+        trust_remote_code, error_value: as for ``reward_model``.
+    """
+
+    name = "implicit_reward"
+
+    def __init__(self, model: str, reference: str | None = None, beta: float = 1.0,
+                 reduction: str = "sum", step_sep: str | None = None,
+                 step_scores: str = "auto", tokenizer: str | None = None,
+                 max_length: int | None = None, batch_tokens: int = 4096,
+                 max_batch_size: int | None = None, max_padding: float | str | None = "auto",
+                 device: str = "auto", dtype: str = "auto", chat_template: bool = True,
+                 plain_format: str | None = None, pad_token: str | None = None,
+                 trust_remote_code: bool = False, error_value: float = 0.0,
+                 name: str | None = None) -> None:
+        if reduction not in REDUCTIONS:
+            raise ModelLoadError(f"reduction must be one of {', '.join(REDUCTIONS)}, got "
+                                 f"{reduction!r}")
+        if step_scores not in STEP_SCORES:
+            raise ModelLoadError(f"step_scores must be one of {', '.join(STEP_SCORES)}, got "
+                                 f"{step_scores!r}")
+        if not isinstance(beta, (int, float)) or not math.isfinite(beta) or beta <= 0:
+            raise ModelLoadError(f"beta must be a positive number, got {beta!r}")
+        if batch_tokens < 1 or (max_length is not None and max_length < 2):
+            raise ModelLoadError("batch_tokens must be >= 1 and max_length >= 2")
+        if max_padding not in ("auto", None) and not (
+                isinstance(max_padding, (int, float)) and 0 <= max_padding < 1):
+            raise ModelLoadError(f"max_padding must be a fraction in [0, 1), auto or None, got "
+                                 f"{max_padding!r}")
+        if not isinstance(model, str) or not model:
+            raise ModelLoadError("model must be a local folder or a hub id (model=PATH_OR_ID)")
+        self.name = name or self.name
+        self.model_name, self.reference_name = model, reference
+        self.beta, self.reduction, self.error_value = float(beta), reduction, error_value
+        self.sidecar = read_sidecar(model)
+        self.device, self.dtype = resolve_device_dtype(device, dtype)
+        self.tokenizer = load_tokenizer(model, tokenizer, pad_token, trust_remote_code)
+        if not getattr(self.tokenizer, "is_fast", False):
+            raise ModelLoadError(f"the tokenizer of {model!r} is not a fast tokenizer; "
+                                 "`implicit_reward` needs its character offsets to tell prompt, "
+                                 "completion and step tokens apart (load one with a "
+                                 "tokenizer.json)")
+        self.model = load_causal_lm(model, self.device, self.dtype, trust_remote_code,
+                                    load_config(model, trust_remote_code))
+        self.reference = None
+        if reference is not None:
+            self.reference = load_causal_lm(reference, self.device, self.dtype,
+                                            trust_remote_code,
+                                            load_config(reference, trust_remote_code))
+            if self.reference.get_output_embeddings().weight.shape[0] < len(self.tokenizer):
+                raise ModelLoadError(f"reference {reference!r} has a smaller vocabulary than "
+                                     f"the tokenizer of {model!r}; the reference must share "
+                                     "the model's tokenizer")
+        self.max_length = max_length or min(int(self.tokenizer.model_max_length or 4096), 4096)
+        self.batch_tokens, self.max_batch_size = batch_tokens, max_batch_size
+        self.max_padding: float | None = (0.1 if str(self.device) == "cpu" else None) \
+            if max_padding == "auto" else (None if max_padding is None else float(max_padding))
+        self.use_chat_template = chat_template
+        self.plain_format = plain_format or self.sidecar.get("plain_format",
+                                                             encoding.PLAIN_FORMAT)
+        self.step_sep = step_sep or self.sidecar.get("separator") or "\n\n"
+        self.step_scores = step_scores if step_scores != "auto" else (
+            "sigmoid" if reference is not None else "relative")
+
+    # -- encoding ---------------------------------------------------------------------------------
+    def steps_of(self, sample: Sample) -> list[str] | None:
+        """The sample's given steps (``metadata["steps"]``), or None."""
+        given = (sample.metadata or {}).get("steps")
+        if given is None:
+            return None
+        if not isinstance(given, (list, tuple)) or not all(isinstance(s, str) for s in given):
+            raise ValueError("metadata['steps'] must be a list of strings")
+        return [s for s in given if s.strip()]
+
+    def encode(self, sample: Sample) -> LikelihoodEncoding:
+        """Token ids of prompt + completion; which tokens are the completion's and which step
+        each belongs to, from the fast tokenizer's character offsets."""
+        steps = self.steps_of(sample)
+        completion: Any = self.step_sep.join(steps) if steps is not None else sample.completion
+        prefix, full = encoding.render(self.tokenizer, sample.prompt, completion,
+                                       self.use_chat_template, self.plain_format)
+        plain = not (self.use_chat_template and getattr(self.tokenizer, "chat_template", None))
+        ids, offsets, first = encoding.encode_with_completion_start(self.tokenizer, prefix, full,
+                                                                    plain)
+        if len(ids) > self.max_length:
+            raise ValueError(f"the sample is {len(ids)} tokens, over max_length="
+                             f"{self.max_length}; a cut completion would be another "
+                             "likelihood, so raise max_length")
+        body = encoding.as_text(completion)
+        # Character spans of the steps inside `full`: each runs to the next step's start, so a
+        # step owns the separator after it and the last one the end of the text.
+        pieces = steps if steps is not None else (split_steps(body, self.step_sep) or [body])
+        begin = len(prefix)
+        spans, cursor = [], 0
+        for piece in pieces:
+            at = body.find(piece, cursor)
+            at = cursor if at < 0 else at
+            spans.append((begin + at, begin + at + len(piece)))
+            cursor = at + len(piece)
+        if first >= len(ids):
+            raise ValueError("the completion has no tokens to score (empty, or the whole text "
+                             "is one token)")
+        step_of = [next((j for j, (a, b) in enumerate(spans) if a <= offsets[k][0] < b), -1)
+                   for k in range(first, len(ids))]
+        return LikelihoodEncoding(ids, first, step_of, len(pieces))
+
+    # -- the forward pass -------------------------------------------------------------------------
+    def token_logprobs(self, net: Any, rows: Sequence[Sequence[int]]
+                       ) -> list[tuple[list[float], list[float]]]:
+        """Per row, the log-probability of every token after the first given those before it,
+        and the largest log-probability any token had at that place (float32, computed one row
+        at a time so the softmax over the vocabulary stays one row's size)."""
+        import torch
+
+        batch = encoding.pad(rows, self.tokenizer.pad_token_id, self.device)
+        with torch.inference_mode():
+            logits = net(**batch, use_cache=False).logits
+            out = []
+            for i, row in enumerate(rows):
+                n = len(row)
+                lp = torch.log_softmax(logits[i, :n - 1].float(), dim=-1)
+                out.append((lp.gather(-1, batch["input_ids"][i, 1:n, None])[:, 0].cpu().tolist(),
+                            lp.max(dim=-1).values.cpu().tolist()))
+        return out
+
+    def logprobs(self, encoded: Sequence[LikelihoodEncoding]
+                 ) -> tuple[list[tuple[list[float], list[float]]], list[list[float]] | None]:
+        """Completion-token log-probabilities under the model (with the best log-probability
+        at each place) and under the reference, in token-budget batches; identical rows are
+        run once."""
+        first, owner = encoding.unique_rows([e.ids for e in encoded])
+        lengths = [len(encoded[i].ids) for i in first]
+        nets = [self.model] + ([self.reference] if self.reference is not None else [])
+        got: list[list[Any]] = [[None for _ in first] for _ in nets]
+        for idx in encoding.token_budget_batches(lengths, self.batch_tokens,
+                                                 self.max_batch_size, self.max_padding):
+            rows = [encoded[first[i]].ids for i in idx]
+            for which, net in enumerate(nets):
+                for i, (lp, best) in zip(idx, self.token_logprobs(net, rows)):
+                    start = encoded[first[i]].start
+                    got[which][i] = (lp[start - 1:], best[start - 1:])
+        model_lp = [got[0][owner[i]] for i in range(len(encoded))]
+        ref_lp = [got[1][owner[i]][0] for i in range(len(encoded))] if len(nets) > 1 else None
+        return model_lp, ref_lp
+
+    # -- Scorer -----------------------------------------------------------------------------------
+    def score_batch(self, samples: list[Sample]) -> list[Score]:
+        start = time.perf_counter()
+        scores: list[Score | None] = [None] * len(samples)
+        encoded: list[LikelihoodEncoding] = []
+        where: list[int] = []
+        for i, s in enumerate(samples):
+            try:
+                encoded.append(self.encode(s))
+                where.append(i)
+            except Exception as exc:  # noqa: BLE001 - a bad sample gets its own error Score
+                scores[i] = Score.from_error(exc, self.error_value, kind="encode")
+        model_lp, ref_lp = self.logprobs(encoded) if encoded else ([], None)
+        elapsed = (time.perf_counter() - start) / max(1, len(samples))
+        for j, (i, e) in enumerate(zip(where, encoded)):
+            scores[i] = self.score_one(e, model_lp[j], ref_lp[j] if ref_lp else None, elapsed)
+        return [s for s in scores if s is not None]
+
+    def score_one(self, e: LikelihoodEncoding, got: tuple[list[float], list[float]],
+                  ref: list[float] | None, seconds: float) -> Score:
+        lp, best = got
+        total = math.fsum(lp)
+        ref_total = math.fsum(ref) if ref is not None else 0.0
+        if not (math.isfinite(total) and math.isfinite(ref_total)):
+            return Score.from_error("the model returned a non-finite log-probability",
+                                    self.error_value, kind="nan")
+        ratio = total - ref_total
+        value = self.beta * (ratio / len(lp) if self.reduction == "mean" else ratio)
+        per_step = [0.0] * e.num_steps
+        worst = [0.0] * e.num_steps
+        for k, step in enumerate(e.step_of):
+            if step >= 0:
+                per_step[step] += lp[k] - (ref[k] if ref is not None else 0.0)
+                worst[step] = min(worst[step], lp[k] - best[k])
+        if self.step_scores == "sigmoid":
+            steps = [_sigmoid(self.beta * v) for v in per_step]
+        elif self.step_scores == "relative":
+            steps = [math.exp(v) for v in worst]
+        else:
+            steps = [math.exp(min(0.0, self.beta * v if ref is not None else v))
+                     for v in per_step]
+        info: dict[str, Any] = {"logprob": total, **e.info(), "seconds": seconds,
+                                "min_token_logprob": min(lp), "num_steps": e.num_steps}
+        if ref is not None:
+            info["ref_logprob"] = ref_total
+        return Score(value, steps=steps, info=info)
+
+    def close(self) -> None:
+        self.model = self.reference = None
+
+
+def _sigmoid(x: float) -> float:
+    return 1.0 / (1.0 + math.exp(-x)) if x >= 0 else math.exp(x) / (1.0 + math.exp(x))
