@@ -12,6 +12,10 @@ One step reads top to bottom:
   et al. 2023), as TRL's RewardTrainer computes it.
 * prm: cross-entropy on the step marks only (every other token is −100), TRL PRMTrainer's
   objective (Lightman et al. 2023; Wang et al. 2024).
+* rm with ``objective: likelihood``: the model stays a causal LM and learns the chosen
+  completions (next-token cross-entropy on the completion's tokens and EOS, summed and divided
+  by the batch's completion tokens); held-out accuracy compares the two sides' summed
+  log-likelihoods, as ``implicit_reward`` will score them.
 """
 from __future__ import annotations
 
@@ -54,6 +58,8 @@ class PairExample:
     margin: float
     weights: list[float] | None = None
     """Per-head weights of this pair (bootstrap counts of a K-head ensemble), else None."""
+    starts: tuple[int, int] = (0, 0)
+    """``objective: likelihood``: the first completion token of chosen and of rejected."""
 
 
 @dataclass
@@ -128,23 +134,32 @@ class RewardTrainer:
         if self.cfg.task == "prm" and self.cfg.layout == "step_token" and \
                 self.cfg.step_token not in tok.get_vocab():
             tok.add_tokens([self.cfg.step_token], special_tokens=True)
+        if self.likelihood and not getattr(tok, "is_fast", False):
+            raise ConfigError(f"objective: likelihood needs a fast tokenizer (its character "
+                              f"offsets tell the prompt's tokens from the completion's); "
+                              f"{self.cfg.model!r} has none (no tokenizer.json)")
         tok.padding_side = "right"
         return tok
 
+    @property
+    def likelihood(self) -> bool:
+        """``objective: likelihood``: a causal LM trained on the chosen completions."""
+        return self.cfg.objective == "likelihood"
+
     def _load_model(self, checkpoint: Path | None) -> Any:
-        from transformers import AutoModelForSequenceClassification, \
+        from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification, \
             AutoModelForTokenClassification
 
         cfg = self.cfg
-        cls = AutoModelForSequenceClassification if cfg.task == "rm" else \
+        cls = AutoModelForCausalLM if self.likelihood else \
+            AutoModelForSequenceClassification if cfg.task == "rm" else \
             AutoModelForTokenClassification
-        labels = self.num_outputs()
+        head = {} if self.likelihood else {"num_labels": self.num_outputs()}
         source = checkpoint if checkpoint is not None and not cfg.lora else cfg.model
         try:
             with torch.random.fork_rng(devices=[]):
                 torch.manual_seed(cfg.seed)  # the new head's initialisation
-                model = cls.from_pretrained(source, num_labels=labels,
-                                            **dtype_kwarg(self.dtype))
+                model = cls.from_pretrained(source, **head, **dtype_kwarg(self.dtype))
         except (OSError, ValueError) as exc:
             raise ConfigError(f"could not load {cfg.model!r} as a {cls.__name__[12:]} model: "
                               f"{exc}") from exc
@@ -177,7 +192,8 @@ class RewardTrainer:
         cfg = self.cfg
         lora = LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout,
                           target_modules=cfg.lora_target_modules,
-                          task_type="SEQ_CLS" if cfg.task == "rm" else "TOKEN_CLS")
+                          task_type="CAUSAL_LM" if self.likelihood else
+                          "SEQ_CLS" if cfg.task == "rm" else "TOKEN_CLS")
         try:
             return get_peft_model(model, lora)
         except ValueError as exc:
@@ -203,6 +219,8 @@ class RewardTrainer:
         cfg, tok = self.cfg, self.tokenizer
         if isinstance(row, Pair):
             plain = not (cfg.chat_template and getattr(tok, "chat_template", None))
+            if self.likelihood:
+                return self._encode_likelihood(row, plain)
             sides = []
             for completion in (row.chosen, row.rejected):
                 prefix, full = encoding.render(tok, row.prompt, completion, cfg.chat_template,
@@ -219,6 +237,20 @@ class RewardTrainer:
             labels[pos] = int(ok)
         return StepExample(enc.ids, labels, row.first_wrong)
 
+    def _encode_likelihood(self, row: Pair, plain: bool) -> PairExample:
+        """Both sides as ``implicit_reward`` reads them, with where each completion starts;
+        past ``max_length`` the prompt keeps its start and the completion its end."""
+        cfg, sides, starts = self.cfg, [], []
+        for completion in (row.chosen, row.rejected):
+            prefix, full = encoding.render(self.tokenizer, row.prompt, completion,
+                                           cfg.chat_template, cfg.plain_format)
+            ids, _, first = encoding.encode_with_completion_start(self.tokenizer, prefix, full,
+                                                                  plain)
+            cut = encoding.truncate(ids, first, cfg.max_length)
+            sides.append(cut.ids)
+            starts.append(max(1, min(int(cut.prompt_tokens or 0), len(cut.ids) - 1)))
+        return PairExample(sides[0], sides[1], row.margin, starts=(starts[0], starts[1]))
+
     def autocast(self) -> Any:
         """Autocast forwards to the configured half dtype (a no-op in fp32)."""
         return torch.autocast(self.device.type, dtype=self.compute_dtype,
@@ -228,6 +260,18 @@ class RewardTrainer:
     def loss(self, examples: Sequence[Any], denominator: float) -> tuple[torch.Tensor, dict]:
         """This micro-batch's share of the batch loss, and its statistics."""
         pad_id = self.tokenizer.pad_token_id
+        if self.likelihood:
+            labels = [[-100] * e.starts[0] + e.chosen[e.starts[0]:] for e in examples]
+            batch = encoding.pad([e.chosen for e in examples], pad_id, self.device, labels)
+            labels = batch.pop("labels")[:, 1:]
+            with self.autocast():
+                logits = self.model(**batch, use_cache=False).logits[:, :-1].float()
+            loss = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=-100,
+                                   reduction="sum")
+            mask = labels != -100
+            stats = {"correct": (logits.argmax(-1)[mask] == labels[mask]).float().sum().item(),
+                     "count": int(mask.sum().item())}
+            return loss / denominator, stats
         if self.cfg.task == "rm":
             rows = [e.chosen for e in examples] + [e.rejected for e in examples]
             batch = encoding.pad(rows, pad_id, self.device)
@@ -259,8 +303,13 @@ class RewardTrainer:
         start = time.perf_counter()
         examples = self.sampler.next(cfg.batch_size)
         micro = cfg.micro_batch_size or cfg.batch_size
-        denominator = float(cfg.batch_size) if cfg.task == "rm" else float(max(1, sum(
-            sum(1 for x in e.labels if x != -100) for e in examples)))
+        if self.likelihood:  # completion tokens of the batch
+            denominator = float(max(1, sum(len(e.chosen) - e.starts[0] for e in examples)))
+        elif cfg.task == "rm":
+            denominator = float(cfg.batch_size)
+        else:
+            denominator = float(max(1, sum(sum(1 for x in e.labels if x != -100)
+                                           for e in examples)))
         self.model.train()
         self._updating = True
         total, sums = 0.0, {"correct": 0.0, "margin": 0.0, "count": 0.0}
@@ -278,7 +327,9 @@ class RewardTrainer:
         self.step_count += 1
         out = {"loss": total, "grad_norm": norm.item(), "lr": self.scheduler.get_last_lr()[0],
                "time/step": time.perf_counter() - start, **memory_metrics(self.device)}
-        if cfg.task == "rm":
+        if self.likelihood:
+            out["train/token_accuracy"] = sums["correct"] / max(1.0, sums["count"])
+        elif cfg.task == "rm":
             out["train/accuracy"] = sums["correct"] / max(1.0, sums["count"])
             out["train/margin"] = sums["margin"] / max(1.0, sums["count"])
         else:
@@ -301,10 +352,38 @@ class RewardTrainer:
                 out[i] = logits[j] if logits.dim() == 2 else logits[j, :len(rows[i])]
         return out
 
+    @torch.no_grad()
+    def _completion_logprobs(self, rows: Sequence[list[int]], starts: Sequence[int]
+                             ) -> list[float]:
+        """Summed log-probability of each row's tokens from ``starts[i]`` on, in token-budget
+        batches (one row's softmax over the vocabulary at a time)."""
+        self.model.eval()
+        out = [0.0] * len(rows)
+        for idx in encoding.token_budget_batches([len(r) for r in rows],
+                                                 self.cfg.eval_batch_tokens):
+            batch = encoding.pad([rows[i] for i in idx], self.tokenizer.pad_token_id, self.device)
+            with self.autocast():
+                logits = self.model(**batch, use_cache=False).logits
+            for j, i in enumerate(idx):
+                n, first = len(rows[i]), starts[i]
+                lp = torch.log_softmax(logits[j, first - 1:n - 1].float(), -1)
+                out[i] = lp.gather(-1, batch["input_ids"][j, first:n, None]).sum().item()
+        return out
+
     def evaluate(self) -> dict[str, float]:
         """Held-out pairwise accuracy (rm) or step accuracy and ProcessBench F1 (prm)."""
         if not self.eval_examples:
             return {}
+        if self.likelihood:
+            n = len(self.eval_examples)
+            values = self._completion_logprobs(
+                [e.chosen for e in self.eval_examples] + [e.rejected for e in self.eval_examples],
+                [e.starts[0] for e in self.eval_examples] +
+                [e.starts[1] for e in self.eval_examples])
+            correct = [1.0 if c > r else 0.5 if c == r else 0.0
+                       for c, r in zip(values[:n], values[n:])]
+            return {"eval/accuracy": float(np.mean(correct)),
+                    "eval/margin": float(np.mean(np.subtract(values[:n], values[n:])))}
         if self.cfg.task == "rm":
             rows = [e.chosen for e in self.eval_examples] + \
                 [e.rejected for e in self.eval_examples]
@@ -374,6 +453,9 @@ class RewardTrainer:
         final = ckpt.save_final(self.output, self.model, self.tokenizer, self.cfg.lora)
         cfg = self.cfg
         sidecar: dict[str, Any] = {"kind": cfg.task, "chat_template": cfg.chat_template}
+        if self.likelihood:  # the step separator names how implicit_reward splits steps
+            sidecar.update(objective="likelihood", reward="implicit_reward",
+                           separator=cfg.step_separator)
         if cfg.task == "rm":
             sidecar["plain_format"] = cfg.plain_format
         else:

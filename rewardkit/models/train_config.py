@@ -8,6 +8,7 @@ from ..compose import ConfigError
 from ..runtime.fields import SCHEDULES, JobConfig, check_types, choice
 
 TASKS = ("rm", "prm")
+OBJECTIVES = ("bradley_terry", "likelihood")
 ENSEMBLE_FORMS = ("models", "heads")
 PRM_LAYOUTS = ("separator", "step_token")
 
@@ -22,9 +23,17 @@ class RewardTrainConfig(JobConfig):
     """``rm``: outcome reward model from preference pairs, Bradley–Terry loss (Bradley & Terry
     1952; Ouyang et al. 2022). ``prm``: process reward model from stepwise labels, per-step
     cross-entropy (Lightman et al. 2023; TRL's PRMTrainer)."""
+    objective: str = "bradley_terry"
+    """rm: ``bradley_terry`` (a classification head, the pairwise loss; TRL's RewardTrainer)
+    or ``likelihood``: the model stays a causal LM and learns to write the *chosen*
+    completions (cross-entropy on the completion's tokens and EOS, never the prompt); the saved
+    model is read by ``implicit_reward``, which ranks a completion by how likely the model
+    finds it. On checkable tasks a model of right answers checks every token, where a
+    classifier learns from one bit per pair (docs/learned.md). The rejected side is used only
+    for held-out accuracy."""
     model: str = ""
     """Base model (local folder or hub id); a fresh classification head is added unless it
-    already has one of the right size."""
+    already has one of the right size (``objective: likelihood``: loaded as a causal LM)."""
     data: str = ""
     """``rm``: TRL preference rows (``prompt``, ``chosen``, ``rejected``; strings or chat
     messages; implicit prompt allowed; optional ``margin``). ``prm``: TRL stepwise rows
@@ -74,7 +83,9 @@ class RewardTrainConfig(JobConfig):
     """prm: ``separator`` (TRL PRMTrainer: a label on the last token of ``step_separator``
     after each step) or ``step_token`` (Qwen2.5-Math-PRM: a label at ``step_token``)."""
     step_separator: str = "\n"
-    """prm, ``separator`` layout: text appended after each step (TRL's default ``"\\n"``)."""
+    """prm, ``separator`` layout: text appended after each step (TRL's default ``"\\n"``).
+    rm with ``objective: likelihood``: recorded with the model as the separator
+    ``implicit_reward`` splits a completion's steps at."""
     step_token: str = "<extra_0>"
     """prm, ``step_token`` layout: the token after each step; added to the tokenizer (and the
     embedding resized) when missing."""
@@ -137,6 +148,19 @@ class RewardTrainConfig(JobConfig):
         """Check every option; raise :class:`ConfigError` saying what to change."""
         check_types(self)
         choice("task", self.task, TASKS)
+        choice("objective", self.objective, OBJECTIVES)
+        if self.objective == "likelihood" and self.task != "rm":
+            raise ConfigError("objective: likelihood trains a causal LM on the chosen side of "
+                              "preference pairs (task rm); `implicit_reward` reads per-step "
+                              "scores from that same model, so there is no separate prm "
+                              "training for it")
+        if self.objective == "likelihood" and self.ensemble > 1:
+            raise ConfigError("objective: likelihood trains one language model; for several, "
+                              "train runs with different seeds and list them as members of "
+                              "the `ensemble` reward (reward: implicit_reward)")
+        if self.objective == "likelihood" and self.center_rewards_coefficient:
+            raise ConfigError("center_rewards_coefficient belongs to the bradley_terry "
+                              "objective; drop it with objective: likelihood")
         choice("layout", self.layout, PRM_LAYOUTS)
         choice("lr_schedule", self.lr_schedule, SCHEDULES)
         choice("ensemble_form", self.ensemble_form, ENSEMBLE_FORMS)
