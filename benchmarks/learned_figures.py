@@ -10,9 +10,21 @@ data/learned/recipe.yaml:
     settings (same base and seeded head, batch, steps, learning rate and schedule, AdamW
     without weight decay, gradient clipping at 1.0, no gradient checkpointing, fp32, CPU);
   * a process reward model with ``train prm``;
+  * a reward model with ``train rm`` and ``objective: likelihood`` (data/learned/
+    recipe_likelihood.yaml: the base learns the chosen completions and stays a causal LM),
+    read by ``implicit_reward``;
 then scores the held-out slices (data/learned/rm_slices.jsonl, prm_slices.jsonl) with
 ``eval rm`` / ``eval prm`` (ProcessBench's layout, and the training layout beside it) and the
-trivial baselines on the same pairs. A run whose ``final/`` already exists under ``--out`` is
+trivial baselines on the same pairs. It also reads the shipped language-model base
+(data/learned/lm_base) with ``implicit_reward`` (no training: pair accuracy per slice, and
+ProcessBench F1 with the step threshold that does best on prm_train.jsonl), and any other base
+given as ``--implicit NAME=DIR``; ``--implicit-only`` recomputes just the ``implicit_reward``
+figures (those bases and the likelihood runs) into the existing file:
+
+    python data/learned/build.py --out runs/lm_broad --lm-spec broad --lm-steps 3000
+    python benchmarks/learned_figures.py --implicit-only \
+        --implicit lm_base_broad=runs/lm_broad/lm_base --write-docs
+ A run whose ``final/`` already exists under ``--out`` is
 evaluated, not retrained (delete it to retrain), and its evaluation is kept in ``summary.json``
 beside it while the weights and the slices file are unchanged. ``--train-only rm|trl|prm``
 trains one kind of run and stops, so runs can train side by side before one call evaluates
@@ -48,12 +60,20 @@ DATA = ROOT / "data" / "learned"
 DOCS = ROOT / "docs" / "learned.md"
 JSON = ROOT / "docs" / "learned_figures.json"
 START, END = "<!-- learned-figures:start -->", "<!-- learned-figures:end -->"
+IMPLICIT_START, IMPLICIT_END = "<!-- implicit-figures:start -->", "<!-- implicit-figures:end -->"
+LM_BASE = DATA / "lm_base"
+THRESHOLDS = (0.5, 0.2, 0.1, 0.05, 0.02, 0.01, 0.005, 0.002, 0.001)
+"""Step thresholds the implicit reward's PRM reading is tried at on the training rows."""
 
 
-def recipe() -> dict[str, Any]:
+def recipe(name: str = "recipe.yaml") -> dict[str, Any]:
     from rewardkit.compose import read_config_file
 
-    return dict(read_config_file(DATA / "recipe.yaml")["train"])
+    return dict(read_config_file(DATA / name)["train"])
+
+
+LIKELIHOOD_RECIPE = "recipe_likelihood.yaml"
+"""``train rm`` with ``objective: likelihood`` (the base learns the chosen completions)."""
 
 
 SETTINGS: dict[str, Any] = {"train_data": DATA, "batch_size": None, "device": "cpu"}
@@ -61,14 +81,15 @@ SETTINGS: dict[str, Any] = {"train_data": DATA, "batch_size": None, "device": "c
 are read from (the held-out files are always data/learned's), the batch size and the device."""
 
 
-def train_rewardkit(task: str, seed: int, out: Path, steps: int | None) -> tuple[Path, float]:
+def train_rewardkit(task: str, seed: int, out: Path, steps: int | None,
+                    recipe_file: str = "recipe.yaml") -> tuple[Path, float]:
     from rewardkit.models.train import train_reward_model
     from rewardkit.models.train_config import RewardTrainConfig
 
     final = out / "final"
     if (final / "config.json").is_file():
         return final, _seconds(out)
-    options = {**recipe(), "task": task, "seed": seed, "output_dir": str(out),
+    options = {**recipe(recipe_file), "task": task, "seed": seed, "output_dir": str(out),
                "model": str(DATA / "base"),
                "data": str(SETTINGS["train_data"] / f"{task}_train.jsonl"),
                "eval_data": str(DATA / f"{task}_test.jsonl"), "device": SETTINGS["device"],
@@ -151,6 +172,124 @@ def eval_prm(model: Path) -> dict[str, Any]:
     out["training_layout"] = evaluate_process_reward(scorer, rows, layout="training",
                                                      heuristics=False)
     return out
+
+
+def eval_implicit(base: Path) -> dict[str, Any]:
+    """A causal LM read by ``implicit_reward`` (reference-free, no preference training): pair
+    accuracy per slice, and ProcessBench F1 per slice with the step threshold that gives the
+    best F1 on the PRM training rows (picked there, never on a held-out file), beside F1 at
+    0.5."""
+    import rewardkit
+    from rewardkit import Sample
+    from rewardkit.models.data import read_pairs, read_solutions
+    from rewardkit.models.evaluation import evaluate_reward_model, processbench_report
+
+    scorer = rewardkit.load("implicit_reward", model=str(base), device=SETTINGS["device"])
+    rm = evaluate_reward_model(scorer, read_pairs(str(DATA / "rm_slices.jsonl")))
+
+    def step_scores(name: str) -> tuple[list[Any], list[Any]]:
+        rows = read_solutions(str(DATA / name))
+        scores = scorer.score([Sample(r.prompt, "", metadata={"steps": list(r.steps)})
+                               for r in rows])
+        return rows, [s.steps if s.ok else None for s in scores]
+
+    def report(rows: list[Any], steps: list[Any], threshold: float) -> dict[str, Any]:
+        return processbench_report(steps, [r.first_wrong for r in rows],
+                                   [r.subset for r in rows], threshold)
+
+    train_rows, train_steps = step_scores("prm_train.jsonl")
+    on_train = {t: report(train_rows, train_steps, t)["overall"]["f1"] for t in THRESHOLDS}
+    picked = max(THRESHOLDS, key=lambda t: (on_train[t], t))
+    rows, steps = step_scores("prm_slices.jsonl")
+    keep = ("f1", "error_accuracy", "correct_accuracy")
+    prm = {}
+    for t in sorted({picked, 0.5}, reverse=True):
+        r = report(rows, steps, t)
+        prm[str(t)] = {"overall": {k: r["overall"][k] for k in keep},
+                       "slices": {s: {k: b[k] for k in keep} for s, b in r["subsets"].items()}}
+    sidecar = json.loads((base / "rewardkit.json").read_text()) \
+        if (base / "rewardkit.json").is_file() else {}
+    return {"base": str(base.relative_to(ROOT) if base.is_relative_to(ROOT) else base),
+            "trained_on": sidecar.get("trained_on"),
+            "weights": _sha256(base / "model.safetensors"),
+            "rm": {"overall": rm["overall"], "slices": rm["subsets"], "ties": rm["ties"]},
+            "prm": {"threshold_on_train_rows": picked, "train_f1": on_train, "by_threshold": prm}}
+
+
+def implicit_section(bases: dict[str, Path], seeds: list[int], out: Path,
+                     train: bool = True) -> dict[str, Any]:
+    """The ``implicit`` part of the figures: each base read by ``implicit_reward`` as it is,
+    and per seed a model trained by ``train rm`` with ``objective: likelihood``
+    (``data/learned/recipe_likelihood.yaml``; trained unless its ``final/`` exists)."""
+    section: dict[str, Any] = {}
+    for name, base in bases.items():
+        section[name] = eval_implicit(base)
+        print(f"implicit_reward of {name}: {section[name]['rm']['overall']}", flush=True)
+    if train:
+        runs = {}
+        for seed in seeds:
+            model, seconds = train_rewardkit("rm", seed, out / f"likelihood_seed{seed}", None,
+                                             LIKELIHOOD_RECIPE)
+            runs[str(seed)] = {**eval_implicit(model), "train_seconds": seconds}
+            print(f"train rm, likelihood, seed {seed}: {runs[str(seed)]['rm']['overall']}",
+                  flush=True)
+        slices = list(next(iter(runs.values()))["rm"]["slices"]) + ["overall"]
+        section["likelihood"] = {
+            "recipe": recipe(LIKELIHOOD_RECIPE), "seeds": runs,
+            "aggregate": {"rm": {s: _stats([_implicit_value(r, s, "rm") for r in runs.values()])
+                                 for s in slices},
+                          "prm_f1": {s: _stats([_implicit_value(r, s, "prm")
+                                                for r in runs.values()]) for s in slices}}}
+    return section
+
+
+def _implicit_value(entry: dict[str, Any], slice_name: str, what: str) -> float:
+    """One model's pair accuracy (``rm``) or ProcessBench F1 at the threshold picked on
+    training rows (``prm``) on a slice (``overall``: all of them)."""
+    if what == "rm":
+        block = entry["rm"]["overall"] if slice_name == "overall" else \
+            entry["rm"]["slices"][slice_name]
+        return block["accuracy"]
+    by = entry["prm"]["by_threshold"][str(entry["prm"]["threshold_on_train_rows"])]
+    return (by["overall"] if slice_name == "overall" else by["slices"][slice_name])["f1"]
+
+
+def _implicit_cells(entry: dict[str, Any], slice_name: str) -> tuple[str, str]:
+    """RM accuracy (95% bootstrap interval) and PRM F1 of one model, or the mean (min–max)
+    over the seeds of a trained entry."""
+    if "aggregate" in entry:
+        cells = []
+        for what in ("rm", "prm_f1"):
+            b = entry["aggregate"][what][slice_name]
+            cells.append(f"{b['mean']:.3f}" if len(entry["seeds"]) == 1 else
+                         f"{b['mean']:.3f} ({b['min']:.3f}–{b['max']:.3f})")
+        return cells[0], cells[1]
+    rm = entry["rm"]["overall"] if slice_name == "overall" else entry["rm"]["slices"][slice_name]
+    low, high = rm["ci95"]
+    return (f"{rm['accuracy']:.3f} ({low:.3f}–{high:.3f})",
+            f"{_implicit_value(entry, slice_name, 'prm'):.3f}")
+
+
+def render_implicit_table(figures: dict[str, Any]) -> str:
+    """Per slice and per model read by ``implicit_reward``: pair accuracy and ProcessBench F1
+    (the step threshold picked on training rows). A single model shows its 95% bootstrap
+    interval; a trained entry the mean (min–max) over its seeds."""
+    models = figures.get("implicit", {})
+    head, rule = "| slice |", "|---|"
+    for name, entry in models.items():
+        label = (f"`train rm` likelihood, {len(entry['seeds'])} seeds" if "seeds" in entry
+                 else f"`{name}`")
+        head += f" RM accuracy, {label} | PRM F1, {label} |"
+        rule += "---|---|"
+    rows = [head, rule]
+    slices = [s for s in figures["heuristics"]["rm"] if s != "overall"] if models else []
+    for s in slices + ["overall"]:
+        line = f"| {'**all slices**' if s == 'overall' else s} |"
+        for entry in models.values():
+            acc, f1 = _implicit_cells(entry, s)
+            line += f" {acc} | {f1} |"
+        rows.append(line)
+    return "\n".join(rows)
 
 
 def evaluated(model: Path, data: str, summarize: Any, seconds: float) -> dict[str, Any]:
@@ -258,16 +397,18 @@ def render_table(figures: dict[str, Any]) -> str:
     return "\n".join(rows)
 
 
-def docs_block(text: str) -> str:
+def docs_block(text: str, start: str = START, end: str = END) -> str:
     """The table between the markers in docs/learned.md."""
-    return text.split(START, 1)[1].split(END, 1)[0].strip()
+    return text.split(start, 1)[1].split(end, 1)[0].strip()
 
 
 def write_docs(figures: dict[str, Any], docs: Path = DOCS) -> None:
     text = docs.read_text()
-    head, rest = text.split(START, 1)
-    docs.write_text(head + START + "\n" + render_table(figures) + "\n" + END +
-                    rest.split(END, 1)[1])
+    for start, end, table in ((START, END, render_table(figures)),
+                              (IMPLICIT_START, IMPLICIT_END, render_implicit_table(figures))):
+        head, rest = text.split(start, 1)
+        text = head + start + "\n" + table + "\n" + end + rest.split(end, 1)[1]
+    docs.write_text(text)
 
 
 def main() -> None:
@@ -279,7 +420,7 @@ def main() -> None:
     parser.add_argument("--no-prm", action="store_true", help="skip the process reward model")
     parser.add_argument("--rm-steps", type=int, help="override the recipe's steps (rm)")
     parser.add_argument("--prm-steps", type=int, help="override the recipe's steps (prm)")
-    parser.add_argument("--train-only", choices=("rm", "trl", "prm"),
+    parser.add_argument("--train-only", choices=("rm", "trl", "prm", "likelihood"),
                         help="train this one run per seed and stop (no evaluation, no JSON): "
                              "separate calls can then train side by side, and a last call "
                              "without it evaluates them all")
@@ -293,7 +434,24 @@ def main() -> None:
                         help="where every run trains and is scored (cuda: bf16 on both sides)")
     parser.add_argument("--write-docs", action="store_true",
                         help="render the table into docs/learned.md between its markers")
+    parser.add_argument("--implicit", nargs="*", default=None, metavar="NAME=DIR",
+                        help="causal LM bases read by implicit_reward (no training; default "
+                             f"lm_base={LM_BASE.relative_to(ROOT)}); more as NAME=DIR, e.g. "
+                             "lm_base_broad=runs/lm_broad/lm_base (python data/learned/build.py "
+                             "--out runs/lm_broad --lm-spec broad --lm-steps 3000)")
+    parser.add_argument("--no-likelihood", action="store_true",
+                        help="skip the train rm runs with objective: likelihood")
+    parser.add_argument("--implicit-only", action="store_true",
+                        help="recompute only the implicit_reward figures (the bases, and the "
+                             "likelihood runs of --seeds) into the existing --json file (the "
+                             "classifier runs' figures are kept)")
     args = parser.parse_args()
+    implicit = {"lm_base": LM_BASE}
+    for item in args.implicit or []:
+        name, _, where = item.partition("=")
+        if not where:
+            parser.error(f"--implicit takes NAME=DIR, got {item!r}")
+        implicit[name] = Path(where).resolve()
     SETTINGS.update(train_data=args.train_data, batch_size=args.batch_size, device=args.device)
     if (args.train_data != DATA or args.batch_size or args.device != "cpu") and (
             args.write_docs or args.json == JSON):
@@ -304,6 +462,9 @@ def main() -> None:
         for seed in args.seeds:
             if args.train_only == "trl":
                 train_trl(seed, args.out / f"trl_seed{seed}", args.rm_steps)
+            elif args.train_only == "likelihood":
+                train_rewardkit("rm", seed, args.out / f"likelihood_seed{seed}", None,
+                                LIKELIHOOD_RECIPE)
             else:
                 steps = args.rm_steps if args.train_only == "rm" else args.prm_steps
                 train_rewardkit(args.train_only, seed, args.out / f"{args.train_only}_seed{seed}",
@@ -312,6 +473,19 @@ def main() -> None:
         return
     from rewardkit.models.data import read_pairs, read_solutions
     from rewardkit.models.heuristics import pair_heuristics, solution_heuristics
+
+    if args.implicit_only:
+        figures = json.loads(args.json.read_text())
+        figures["implicit"] = implicit_section(implicit, args.seeds, args.out,
+                                               train=not args.no_likelihood)
+        figures["implicit_command"] = ("python benchmarks/learned_figures.py " +
+                                       " ".join(sys.argv[1:]))
+        args.json.write_text(json.dumps(figures, indent=1))
+        print(render_implicit_table(figures))
+        if args.write_docs:
+            write_docs(figures)
+            print(f"updated {DOCS}")
+        return
 
     figures: dict[str, Any] = {
         "command": "python benchmarks/learned_figures.py " + " ".join(sys.argv[1:]),
@@ -342,6 +516,8 @@ def main() -> None:
                                                                  seconds)
             print(f"seed {seed} train prm: {figures['prm']['rewardkit'][str(seed)]['overall']}",
                   flush=True)
+    figures["implicit"] = implicit_section(implicit, args.seeds, args.out,
+                                           train=not args.no_likelihood)
     figures["aggregate"] = aggregate(figures)
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(figures, indent=1))

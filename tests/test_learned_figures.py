@@ -23,6 +23,23 @@ def test_the_docs_table_is_the_one_rendered_from_the_figures_file():
     assert script.docs_block(docs) == script.render_table(figures)
 
 
+def test_the_implicit_reward_table_is_the_one_rendered_from_the_figures_file():
+    script = _script()
+    figures = json.loads((ROOT / "docs" / "learned_figures.json").read_text())
+    docs = (ROOT / "docs" / "learned.md").read_text()
+    assert "lm_base" in figures["implicit"]
+    assert script.docs_block(docs, script.IMPLICIT_START, script.IMPLICIT_END) == \
+        script.render_implicit_table(figures)
+
+
+def test_the_implicit_figures_are_of_the_shipped_lm_base():
+    """The figures file names the weights it read; a rebuilt lm_base/ must be re-measured."""
+    script = _script()
+    figures = json.loads((ROOT / "docs" / "learned_figures.json").read_text())
+    shipped = script._sha256(ROOT / "data" / "learned" / "lm_base" / "model.safetensors")
+    assert figures["implicit"]["lm_base"]["weights"] == shipped
+
+
 def test_every_figure_quoted_in_the_prose_is_in_the_figures_file():
     """Numbers written as `figure:KEY=VALUE` comments beside the prose match the file."""
     figures = json.loads((ROOT / "docs" / "learned_figures.json").read_text())
@@ -40,3 +57,9 @@ def test_the_recipe_in_the_file_is_the_shipped_recipe():
     script = _script()
     figures = json.loads((ROOT / "docs" / "learned_figures.json").read_text())
     assert figures["recipe"] == script.recipe()
+
+
+def test_the_likelihood_runs_in_the_file_used_the_shipped_likelihood_recipe():
+    script = _script()
+    figures = json.loads((ROOT / "docs" / "learned_figures.json").read_text())
+    assert figures["implicit"]["likelihood"]["recipe"] == script.recipe(script.LIKELIHOOD_RECIPE)
