@@ -144,12 +144,52 @@ def train_trl(seed: int, out: Path, steps: int | None) -> tuple[Path, float]:
         dataloader_num_workers=0, max_length=r.get("max_length", 1024), disable_tqdm=True,
         center_rewards_coefficient=None)
     trainer = RewardTrainer(model=model, args=args, train_dataset=data, processing_class=tok)
+    return final, _train_and_save(trainer, tok, final, out)
+
+
+def _train_and_save(trainer: Any, tok: Any, final: Path, out: Path) -> float:
+    """Train a TRL trainer, save its model and tokenizer in ``final``; the recorded time."""
     start = time.perf_counter()
     trainer.train()
     seconds = time.perf_counter() - start
     trainer.save_model(str(final))
     tok.save_pretrained(str(final))
-    return final, _seconds(out, seconds)
+    return _seconds(out, seconds)
+
+
+def train_trl_sft(seed: int, out: Path) -> tuple[Path, float]:
+    """TRL's SFTTrainer on the chosen sides with the likelihood recipe's settings (loss on the
+    completion only, EOS appended, no packing): the peer of ``train rm`` with ``objective:
+    likelihood``; read by ``implicit_reward`` like it."""
+    final = out / "final"
+    if (final / "config.json").is_file():
+        return final, _seconds(out)
+    from datasets import load_dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import SFTConfig, SFTTrainer
+
+    from rewardkit.models.loading import write_sidecar
+
+    r = recipe(LIKELIHOOD_RECIPE)
+    tok = AutoTokenizer.from_pretrained(DATA / "base")
+    model = AutoModelForCausalLM.from_pretrained(DATA / "base")
+    data = load_dataset("json", data_files=str(SETTINGS["train_data"] / "rm_train.jsonl"),
+                        split="train")
+    data = data.rename_column("chosen", "completion").select_columns(["prompt", "completion"])
+    gpu = SETTINGS["device"] != "cpu"
+    args = SFTConfig(
+        output_dir=str(out), per_device_train_batch_size=r["batch_size"],
+        max_steps=r["steps"], learning_rate=r["learning_rate"],
+        lr_scheduler_type=r.get("lr_schedule", "linear"), warmup_steps=r.get("warmup_steps", 0),
+        weight_decay=r.get("weight_decay", 0.0), max_grad_norm=r.get("max_grad_norm", 1.0),
+        gradient_checkpointing=False, seed=seed, logging_steps=10**6, save_strategy="no",
+        report_to=[], use_cpu=not gpu, bf16=gpu, dataloader_num_workers=0,
+        max_length=r.get("max_length", 1024), disable_tqdm=True, completion_only_loss=True,
+        packing=False)
+    trainer = SFTTrainer(model=model, args=args, train_dataset=data, processing_class=tok)
+    seconds = _train_and_save(trainer, tok, final, out)
+    write_sidecar(final, {"separator": "\n", "trained_by": "TRL SFTTrainer"})
+    return final, seconds
 
 
 def eval_rm(model: Path) -> dict[str, Any]:
@@ -217,10 +257,11 @@ def eval_implicit(base: Path) -> dict[str, Any]:
 
 
 def implicit_section(bases: dict[str, Path], seeds: list[int], out: Path,
-                     train: bool = True) -> dict[str, Any]:
+                     train: bool = True, trl_sft: bool = True) -> dict[str, Any]:
     """The ``implicit`` part of the figures: each base read by ``implicit_reward`` as it is,
     and per seed a model trained by ``train rm`` with ``objective: likelihood``
-    (``data/learned/recipe_likelihood.yaml``; trained unless its ``final/`` exists)."""
+    (``data/learned/recipe_likelihood.yaml``; trained unless its ``final/`` exists), beside
+    TRL's SFTTrainer with the same settings (``trl_sft``)."""
     section: dict[str, Any] = {}
     for name, base in bases.items():
         section[name] = eval_implicit(base)
@@ -233,14 +274,27 @@ def implicit_section(bases: dict[str, Path], seeds: list[int], out: Path,
             runs[str(seed)] = {**eval_implicit(model), "train_seconds": seconds}
             print(f"train rm, likelihood, seed {seed}: {runs[str(seed)]['rm']['overall']}",
                   flush=True)
-        slices = list(next(iter(runs.values()))["rm"]["slices"]) + ["overall"]
         section["likelihood"] = {
             "recipe": recipe(LIKELIHOOD_RECIPE), "seeds": runs,
-            "aggregate": {"rm": {s: _stats([_implicit_value(r, s, "rm") for r in runs.values()])
-                                 for s in slices},
-                          "prm_f1": {s: _stats([_implicit_value(r, s, "prm")
-                                                for r in runs.values()]) for s in slices}}}
+            "aggregate": _seed_aggregate(runs)}
+        if trl_sft:
+            sft = {}
+            for seed in seeds:
+                model, seconds = train_trl_sft(seed, out / f"trl_sft_seed{seed}")
+                sft[str(seed)] = {**eval_implicit(model), "train_seconds": seconds}
+                print(f"TRL SFTTrainer, seed {seed}: {sft[str(seed)]['rm']['overall']}",
+                      flush=True)
+            section["trl_sft"] = {"seeds": sft, "aggregate": _seed_aggregate(sft)}
     return section
+
+
+def _seed_aggregate(runs: dict[str, Any]) -> dict[str, Any]:
+    """Mean, min and max over seeds of each slice's pair accuracy and PRM F1."""
+    slices = list(next(iter(runs.values()))["rm"]["slices"]) + ["overall"]
+    return {"rm": {s: _stats([_implicit_value(r, s, "rm") for r in runs.values()])
+                   for s in slices},
+            "prm_f1": {s: _stats([_implicit_value(r, s, "prm") for r in runs.values()])
+                       for s in slices}}
 
 
 def _implicit_value(entry: dict[str, Any], slice_name: str, what: str) -> float:
@@ -277,8 +331,9 @@ def render_implicit_table(figures: dict[str, Any]) -> str:
     models = figures.get("implicit", {})
     head, rule = "| slice |", "|---|"
     for name, entry in models.items():
-        label = (f"`train rm` likelihood, {len(entry['seeds'])} seeds" if "seeds" in entry
-                 else f"`{name}`")
+        runs = len(entry.get("seeds", {}))
+        label = (f"TRL SFTTrainer, {runs} seeds" if name == "trl_sft" else
+                 f"`train rm` likelihood, {runs} seeds" if runs else f"`{name}`")
         head += f" RM accuracy, {label} | PRM F1, {label} |"
         rule += "---|---|"
     rows = [head, rule]
@@ -416,11 +471,13 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--out", type=Path, default=Path("runs/learned_figures"))
     parser.add_argument("--json", type=Path, default=JSON)
-    parser.add_argument("--no-trl", action="store_true", help="skip TRL's RewardTrainer")
+    parser.add_argument("--no-trl", action="store_true",
+                        help="skip TRL's RewardTrainer (and its SFTTrainer beside the "
+                             "likelihood runs)")
     parser.add_argument("--no-prm", action="store_true", help="skip the process reward model")
     parser.add_argument("--rm-steps", type=int, help="override the recipe's steps (rm)")
     parser.add_argument("--prm-steps", type=int, help="override the recipe's steps (prm)")
-    parser.add_argument("--train-only", choices=("rm", "trl", "prm", "likelihood"),
+    parser.add_argument("--train-only", choices=("rm", "trl", "prm", "likelihood", "trl_sft"),
                         help="train this one run per seed and stop (no evaluation, no JSON): "
                              "separate calls can then train side by side, and a last call "
                              "without it evaluates them all")
@@ -462,6 +519,8 @@ def main() -> None:
         for seed in args.seeds:
             if args.train_only == "trl":
                 train_trl(seed, args.out / f"trl_seed{seed}", args.rm_steps)
+            elif args.train_only == "trl_sft":
+                train_trl_sft(seed, args.out / f"trl_sft_seed{seed}")
             elif args.train_only == "likelihood":
                 train_rewardkit("rm", seed, args.out / f"likelihood_seed{seed}", None,
                                 LIKELIHOOD_RECIPE)
@@ -477,7 +536,8 @@ def main() -> None:
     if args.implicit_only:
         figures = json.loads(args.json.read_text())
         figures["implicit"] = implicit_section(implicit, args.seeds, args.out,
-                                               train=not args.no_likelihood)
+                                               train=not args.no_likelihood,
+                                               trl_sft=not args.no_trl)
         figures["implicit_command"] = ("python benchmarks/learned_figures.py " +
                                        " ".join(sys.argv[1:]))
         args.json.write_text(json.dumps(figures, indent=1))
@@ -517,7 +577,8 @@ def main() -> None:
             print(f"seed {seed} train prm: {figures['prm']['rewardkit'][str(seed)]['overall']}",
                   flush=True)
     figures["implicit"] = implicit_section(implicit, args.seeds, args.out,
-                                           train=not args.no_likelihood)
+                                           train=not args.no_likelihood,
+                                           trl_sft=not args.no_trl)
     figures["aggregate"] = aggregate(figures)
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(figures, indent=1))
