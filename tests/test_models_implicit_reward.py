@@ -135,13 +135,15 @@ def test_chat_template_completion_tokens_start_after_the_assistant_header(models
 
 def test_bad_samples_get_their_own_error_and_the_batch_is_answered():
     scorer = rewardkit.load("implicit_reward", model=str(BASE), device="cpu", max_length=20)
-    good, long, empty_steps = scorer.score([
+    good, long, bad_steps, blank_steps = scorer.score([
         Sample("1+2=", "1+2=3"),
         Sample("1+2+3+4+5+6=", "1+2=3\n3+3=6\n6+4=10\n10+5=15\n15+6=21"),
-        Sample("1+2=", "", metadata={"steps": "not a list"})])
+        Sample("1+2=", "", metadata={"steps": "not a list"}),
+        Sample("1+2=", "", metadata={"steps": ["", " "]})])
     assert good.ok and math.isfinite(good.value)
     assert not long.ok and "max_length" in long.error
-    assert not empty_steps.ok and "metadata['steps']" in empty_steps.error
+    assert not bad_steps.ok and "metadata['steps']" in bad_steps.error
+    assert not blank_steps.ok and "no step" in blank_steps.error
 
 
 def test_load_time_errors_say_what_to_do(models):

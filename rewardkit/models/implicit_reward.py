@@ -164,7 +164,10 @@ class ImplicitRewardScorer(Scorer):
             return None
         if not isinstance(given, (list, tuple)) or not all(isinstance(s, str) for s in given):
             raise ValueError("metadata['steps'] must be a list of strings")
-        return [s for s in given if s.strip()]
+        steps = [s for s in given if s.strip()]
+        if not steps:
+            raise ValueError("metadata['steps'] holds no step to score (empty or blank)")
+        return steps
 
     def encode(self, sample: Sample) -> LikelihoodEncoding:
         """Token ids of prompt + completion; which tokens are the completion's and which step
@@ -181,8 +184,8 @@ class ImplicitRewardScorer(Scorer):
                              f"{self.max_length}; a cut completion would be another "
                              "likelihood, so raise max_length")
         body = encoding.as_text(completion)
-        # Character spans of the steps inside `full`: each runs to the next step's start, so a
-        # step owns the separator after it and the last one the end of the text.
+        # Character spans of the steps inside `full`: a token belongs to the step whose text it
+        # starts in; separators and the end of the text belong to none.
         pieces = steps if steps is not None else (split_steps(body, self.step_sep) or [body])
         begin = len(prefix)
         spans, cursor = [], 0

@@ -359,8 +359,9 @@ class RewardTrainer:
         batches (one row's softmax over the vocabulary at a time)."""
         self.model.eval()
         out = [0.0] * len(rows)
-        for idx in encoding.token_budget_batches([len(r) for r in rows],
-                                                 self.cfg.eval_batch_tokens):
+        # every token yields a vocabulary-sized row of logits: the budget implicit_reward uses
+        budget = min(self.cfg.eval_batch_tokens, 4096)
+        for idx in encoding.token_budget_batches([len(r) for r in rows], budget):
             batch = encoding.pad([rows[i] for i in idx], self.tokenizer.pad_token_id, self.device)
             with self.autocast():
                 logits = self.model(**batch, use_cache=False).logits
