@@ -114,3 +114,18 @@ def test_likelihood_config_errors_say_what_to_change(changes, message):
     values = {"model": "m", "data": "d.jsonl", "objective": "likelihood", **changes}
     with pytest.raises(ConfigError, match=message):
         RewardTrainConfig(**values).validate()
+
+
+def test_a_lora_likelihood_run_saves_a_merged_causal_lm_that_scores_as_it_trained(base, data,
+                                                                                  tmp_path):
+    trainer = RewardTrainer(_cfg(base, data, tmp_path, lora=True, steps=6,
+                                 learning_rate=1e-2))
+    last = trainer.train()
+    final = tmp_path / "run" / "final"
+    assert (final / "adapter").is_dir()
+    scorer = rewardkit.load("implicit_reward", model=str(final), device="cpu",
+                            chat_template=False)
+    report = evaluate_reward_model(scorer, read_pairs(str(data / "test.jsonl")),
+                                   heuristics=False)
+    assert report["overall"]["accuracy"] == pytest.approx(last["eval/accuracy"], abs=1e-9)
+    assert report["mean_margin"] == pytest.approx(last["eval/margin"], rel=1e-3)
