@@ -82,7 +82,8 @@ are read from (the held-out files are always data/learned's), the batch size and
 
 
 def train_rewardkit(task: str, seed: int, out: Path, steps: int | None,
-                    recipe_file: str = "recipe.yaml") -> tuple[Path, float]:
+                    recipe_file: str = "recipe.yaml", base: Path = DATA / "base"
+                    ) -> tuple[Path, float]:
     from rewardkit.models.train import train_reward_model
     from rewardkit.models.train_config import RewardTrainConfig
 
@@ -90,7 +91,7 @@ def train_rewardkit(task: str, seed: int, out: Path, steps: int | None,
     if (final / "config.json").is_file():
         return final, _seconds(out)
     options = {**recipe(recipe_file), "task": task, "seed": seed, "output_dir": str(out),
-               "model": str(DATA / "base"),
+               "model": str(base),
                "data": str(SETTINGS["train_data"] / f"{task}_train.jsonl"),
                "eval_data": str(DATA / f"{task}_test.jsonl"), "device": SETTINGS["device"],
                "progress": False, "tensorboard": False, "plots": False, "eval_every": 0}
@@ -257,11 +258,13 @@ def eval_implicit(base: Path) -> dict[str, Any]:
 
 
 def implicit_section(bases: dict[str, Path], seeds: list[int], out: Path,
-                     train: bool = True, trl_sft: bool = True) -> dict[str, Any]:
+                     train: bool = True, trl_sft: bool = True,
+                     likelihood_from: dict[str, Path] | None = None) -> dict[str, Any]:
     """The ``implicit`` part of the figures: each base read by ``implicit_reward`` as it is,
     and per seed a model trained by ``train rm`` with ``objective: likelihood``
     (``data/learned/recipe_likelihood.yaml``; trained unless its ``final/`` exists), beside
-    TRL's SFTTrainer with the same settings (``trl_sft``)."""
+    TRL's SFTTrainer with the same settings (``trl_sft``); ``likelihood_from`` adds the same
+    runs started from other bases (``likelihood_NAME``)."""
     section: dict[str, Any] = {}
     for name, base in bases.items():
         section[name] = eval_implicit(base)
@@ -285,6 +288,16 @@ def implicit_section(bases: dict[str, Path], seeds: list[int], out: Path,
                 print(f"TRL SFTTrainer, seed {seed}: {sft[str(seed)]['rm']['overall']}",
                       flush=True)
             section["trl_sft"] = {"seeds": sft, "aggregate": _seed_aggregate(sft)}
+        for name, base in (likelihood_from or {}).items():
+            runs = {}
+            for seed in seeds:
+                model, seconds = train_rewardkit("rm", seed, out / f"likelihood_{name}_seed{seed}",
+                                                 None, LIKELIHOOD_RECIPE, base)
+                runs[str(seed)] = {**eval_implicit(model), "train_seconds": seconds}
+                print(f"train rm, likelihood from {name}, seed {seed}: "
+                      f"{runs[str(seed)]['rm']['overall']}", flush=True)
+            section[f"likelihood_{name}"] = {"base": str(base), "seeds": runs,
+                                             "aggregate": _seed_aggregate(runs)}
     return section
 
 
@@ -333,6 +346,8 @@ def render_implicit_table(figures: dict[str, Any]) -> str:
     for name, entry in models.items():
         runs = len(entry.get("seeds", {}))
         label = (f"TRL SFTTrainer, {runs} seeds" if name == "trl_sft" else
+                 f"`train rm` likelihood from `{name[len('likelihood_'):]}`, {runs} seeds"
+                 if name.startswith("likelihood_") else
                  f"`train rm` likelihood, {runs} seeds" if runs else f"`{name}`")
         head += f" RM accuracy, {label} | PRM F1, {label} |"
         rule += "---|---|"
@@ -496,6 +511,9 @@ def main() -> None:
                              f"lm_base={LM_BASE.relative_to(ROOT)}); more as NAME=DIR, e.g. "
                              "lm_base_broad=runs/lm_broad/lm_base (python data/learned/build.py "
                              "--out runs/lm_broad --lm-spec broad --lm-steps 3000)")
+    parser.add_argument("--likelihood-from", nargs="*", default=[], metavar="NAME=DIR",
+                        help="also train rm with objective likelihood from these bases (e.g. "
+                             "lm_base_broad=runs/lm_broad/lm_base), per seed")
     parser.add_argument("--no-likelihood", action="store_true",
                         help="skip the train rm runs with objective: likelihood")
     parser.add_argument("--implicit-only", action="store_true",
@@ -503,6 +521,12 @@ def main() -> None:
                              "likelihood runs of --seeds) into the existing --json file (the "
                              "classifier runs' figures are kept)")
     args = parser.parse_args()
+    likelihood_from = {}
+    for item in args.likelihood_from:
+        name, _, where = item.partition("=")
+        if not where:
+            parser.error(f"--likelihood-from takes NAME=DIR, got {item!r}")
+        likelihood_from[name] = Path(where).resolve()
     implicit = {"lm_base": LM_BASE}
     for item in args.implicit or []:
         name, _, where = item.partition("=")
@@ -524,6 +548,9 @@ def main() -> None:
             elif args.train_only == "likelihood":
                 train_rewardkit("rm", seed, args.out / f"likelihood_seed{seed}", None,
                                 LIKELIHOOD_RECIPE)
+                for name, base in likelihood_from.items():
+                    train_rewardkit("rm", seed, args.out / f"likelihood_{name}_seed{seed}", None,
+                                    LIKELIHOOD_RECIPE, base)
             else:
                 steps = args.rm_steps if args.train_only == "rm" else args.prm_steps
                 train_rewardkit(args.train_only, seed, args.out / f"{args.train_only}_seed{seed}",
@@ -537,7 +564,8 @@ def main() -> None:
         figures = json.loads(args.json.read_text())
         figures["implicit"] = implicit_section(implicit, args.seeds, args.out,
                                                train=not args.no_likelihood,
-                                               trl_sft=not args.no_trl)
+                                               trl_sft=not args.no_trl,
+                                               likelihood_from=likelihood_from)
         figures["implicit_command"] = ("python benchmarks/learned_figures.py " +
                                        " ".join(sys.argv[1:]))
         args.json.write_text(json.dumps(figures, indent=1))
@@ -578,7 +606,8 @@ def main() -> None:
                   flush=True)
     figures["implicit"] = implicit_section(implicit, args.seeds, args.out,
                                            train=not args.no_likelihood,
-                                           trl_sft=not args.no_trl)
+                                           trl_sft=not args.no_trl,
+                                           likelihood_from=likelihood_from)
     figures["aggregate"] = aggregate(figures)
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(figures, indent=1))
