@@ -17,8 +17,8 @@ of one kind in one step, later steps carrying it on as the generator's slips do:
 Each model is read with its own reward (a classifier with ``reward_model``, a causal LM with
 ``implicit_reward``, as ``eval rm`` does) and scored as ``eval rm`` scores (per kind, bootstrap
 interval); the trivial rules on the same pairs are printed with them. Default models: the
-figures' runs under runs/learned_figures (``python benchmarks/learned_figures.py``) and
-data/learned/lm_base; pass ``--model NAME=DIR`` to choose.
+figures' runs under runs/learned_figures (``python benchmarks/learned_figures.py``, the broad
+one with ``--likelihood-from``) and data/learned/lm_base; pass ``--model NAME=DIR`` to choose.
 """
 from __future__ import annotations
 
@@ -36,7 +36,9 @@ DEFAULT_MODELS = {"classifier (train rm, seed 0)": RUNS / "rm_seed0" / "final",
                   "TRL RewardTrainer (seed 0)": RUNS / "trl_seed0" / "final",
                   "train rm likelihood (seed 0)": RUNS / "likelihood_seed0" / "final",
                   "TRL SFTTrainer (seed 0)": RUNS / "trl_sft_seed0" / "final",
-                  "lm_base": DATA / "lm_base"}
+                  "lm_base": DATA / "lm_base",
+                  "train rm likelihood from the broad base (seed 0)":
+                      RUNS / "likelihood_lm_base_broad_seed0" / "final"}
 KINDS = ("carry_dropped", "transposed", "operand_miscopied", "operand_skipped", "off_by_one")
 
 
