@@ -11,8 +11,10 @@ Writes, with no problem shared between any two files (each file draws its own pr
   base/                               the arithmetic policy with "\\n", "<step>" and the template
                                       words in its tokenizer, to start reward models from
   lm_base/                            base/ trained further as a language model on right worked
-                                      solutions of other problems (--lm-steps; ~10 CPU minutes),
-                                      for the ``implicit_reward`` (its own log-likelihood)
+                                      solutions of other problems (--lm-steps; ~13 CPU minutes),
+                                      for the ``implicit_reward`` (its own log-likelihood); with
+                                      OMP_NUM_THREADS=1 the shipped one rebuilds byte for byte
+                                      (another thread count may change the last bits)
 See rewardkit/models/arithmetic.py for how solutions and slips are made and why.
 """
 from __future__ import annotations
