@@ -260,18 +260,10 @@ class RewardTrainer:
     def loss(self, examples: Sequence[Any], denominator: float) -> tuple[torch.Tensor, dict]:
         """This micro-batch's share of the batch loss, and its statistics."""
         pad_id = self.tokenizer.pad_token_id
-        if self.likelihood:
-            labels = [[-100] * e.starts[0] + e.chosen[e.starts[0]:] for e in examples]
-            batch = encoding.pad([e.chosen for e in examples], pad_id, self.device, labels)
-            labels = batch.pop("labels")[:, 1:]
-            with self.autocast():
-                logits = self.model(**batch, use_cache=False).logits[:, :-1].float()
-            loss = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=-100,
-                                   reduction="sum")
-            mask = labels != -100
-            stats = {"correct": (logits.argmax(-1)[mask] == labels[mask]).float().sum().item(),
-                     "count": int(mask.sum().item())}
-            return loss / denominator, stats
+        if self.likelihood:  # next-token targets: position t predicts token t + 1
+            return self._token_loss([e.chosen for e in examples],
+                                    [[-100] * e.starts[0] + e.chosen[e.starts[0]:]
+                                     for e in examples], denominator, shift=True)
         if self.cfg.task == "rm":
             rows = [e.chosen for e in examples] + [e.rejected for e in examples]
             batch = encoding.pad(rows, pad_id, self.device)
@@ -285,15 +277,24 @@ class RewardTrainer:
             stats = {"correct": (r_c > r_r).float().sum().item(),
                      "margin": (r_c - r_r).sum().item(), "count": len(examples)}
             return per_pair.sum() / denominator, stats
-        batch = encoding.pad([e.ids for e in examples], pad_id, self.device,
-                             labels=[e.labels for e in examples])
-        labels = batch.pop("labels")
+        return self._token_loss([e.ids for e in examples], [e.labels for e in examples],
+                                denominator, shift=False)
+
+    def _token_loss(self, rows: Sequence[list[int]], labels: Sequence[list[int]],
+                    denominator: float, shift: bool) -> tuple[torch.Tensor, dict]:
+        """Summed cross-entropy of the token logits against ``labels`` (−100: no target),
+        divided by ``denominator``, with token accuracy. ``shift``: the logits at position t
+        are scored against the label at t + 1 (a language model's next token)."""
+        batch = encoding.pad(rows, self.tokenizer.pad_token_id, self.device, labels)
+        targets = batch.pop("labels")
         with self.autocast():
             logits = self.model(**batch, use_cache=False).logits.float()
-        loss = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=-100,
+        if shift:
+            logits, targets = logits[:, :-1], targets[:, 1:]
+        loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=-100,
                                reduction="sum")
-        mask = labels != -100
-        stats = {"correct": (logits.argmax(-1)[mask] == labels[mask]).float().sum().item(),
+        mask = targets != -100
+        stats = {"correct": (logits.argmax(-1)[mask] == targets[mask]).float().sum().item(),
                  "count": int(mask.sum().item())}
         return loss / denominator, stats
 
