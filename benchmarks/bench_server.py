@@ -19,6 +19,11 @@
       the way OpenRLHF's ``serve_rm`` does.
    c. large batches: ``Scorer.score`` in process vs one client sending requests of that many
       samples to the server. Goal: ≥ 0.95×.
+   d. 2a's batching server with the model in a thread of the server (``--workers 0``) vs in a
+      worker process (``--workers auto``, the default).
+   The servers run the model where ``--workers`` says (default ``auto``: a worker process;
+   ``--off-workers`` for 2a's batching-off side alone); the CPU time per item counts the
+   server and its worker processes.
    Both sides run the same Scorer on the same model and must return the same values.
 3. ``--load-minutes M``: 64 concurrent clients sending mixed math/code/RM requests for M
    minutes (a failed attempt is retried with the same request id); prints requests lost or
@@ -58,8 +63,20 @@ def rm_device() -> str:
     return os.environ.get(DEVICE_VARIABLE, "cpu")
 
 
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and every live process below it (a served model runs in a worker process, a
+    child of multiprocessing's fork server, itself a child of the server)."""
+    import psutil  # the bench extra
+
+    try:
+        return [pid, *(p.pid for p in psutil.Process(pid).children(recursive=True))]
+    except psutil.NoSuchProcess:
+        return [pid]
+
+
 def gpu_memory_mib(pid: int) -> float | None:
-    """GPU memory the process ``pid`` holds, as the driver reports it (None without a GPU)."""
+    """GPU memory the process ``pid`` and its worker processes hold, as the driver reports it
+    (None without a GPU)."""
     if rm_device() == "cpu":
         return None
     try:
@@ -68,11 +85,11 @@ def gpu_memory_mib(pid: int) -> float | None:
                              timeout=30).stdout
     except (OSError, subprocess.SubprocessError):
         return None
-    for line in out.splitlines():
-        fields = [x.strip() for x in line.split(",")]
-        if len(fields) == 2 and fields[0] == str(pid):
-            return float(fields[1])
-    return None
+    pids = {str(p) for p in process_tree(pid)}
+    used = [float(fields[1]) for fields in (
+        [x.strip() for x in line.split(",")] for line in out.splitlines())
+        if len(fields) == 2 and fields[0] in pids]
+    return sum(used) if used else None
 
 
 SAMPLE = {"prompt": "What is the capital of France?", "completion": "Paris", "reference": "Paris"}
@@ -197,10 +214,17 @@ def serve_peer(model: str) -> None:
 
 
 def _cpu_s(pid: int) -> float:
-    """CPU seconds (user + system) a process has used so far, all its threads (Linux /proc)."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """CPU seconds (user + system) a process and the live processes below it (its worker
+    processes) have used so far, all their threads (Linux /proc)."""
+    total = 0
+    for p in process_tree(pid):
+        try:
+            with open(f"/proc/{p}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 async def _throughput(url: str, clients: int, total: int, per_request: int = 1,
@@ -343,19 +367,30 @@ def _in_process(model: str, env: dict[str, str], n: int, batch: int, threads: in
     return run
 
 
-RM_PARTS = ("ceiling", "clients", "peer", "large")
+RM_PARTS = ("ceiling", "clients", "peer", "large", "workers")
 
 
 def bench_rm(pairs: int, total: int, hidden: int, layers: int, threads: int,
              clients: int, big_batch: int, big_total: int, concurrency: int,
              model: str | None = None, max_wait_ms: float = 0,
-             parts: tuple[str, ...] = RM_PARTS) -> None:
+             parts: tuple[str, ...] = RM_PARTS, workers: str = "auto",
+             off_workers: str | None = None) -> None:
     from rewardkit.testing import make_tiny_reward_model
 
     env = {"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
            "TOKENIZERS_PARALLELISM": "false"}
-    conc = ("--concurrency", str(concurrency))
-    batched = ("--max-batch-samples", "64", "--max-wait-ms", f"{max_wait_ms:g}", *conc)
+    off_workers = workers if off_workers is None else off_workers
+    conc = ("--concurrency", str(concurrency), "--workers", workers)
+    off_conc = ("--concurrency", str(concurrency), "--workers", off_workers)
+
+    def batching(where: str) -> tuple[str, ...]:
+        return ("--max-batch-samples", "64", "--max-wait-ms", f"{max_wait_ms:g}",
+                "--concurrency", str(concurrency), "--workers", where)
+
+    batched = batching(workers)
+    where = {"0": "in a thread of the server", "auto": "in a worker process (--workers auto)"}
+    on_where = where.get(workers, f"in {workers} worker processes")
+    off_where = where.get(off_workers, f"in {off_workers} worker processes")
     with tempfile.TemporaryDirectory() as tmp:
         if model is None:
             model = str(make_tiny_reward_model(Path(tmp) / "rm", hidden_size=hidden,
@@ -375,9 +410,10 @@ def bench_rm(pairs: int, total: int, hidden: int, layers: int, threads: int,
                 f"2a. learned RM on {rm_device()} ({what}): {clients} concurrent clients, {total} requests "
                 "of one sample; requests/s of `rewardkit serve` with batching off "
                 f"(--max-batch-samples 1) vs on (64, --max-wait-ms {max_wait_ms:g}), "
-                f"--concurrency {concurrency} on both",
+                f"--concurrency {concurrency} on both; the model runs {off_where} (off) and "
+                f"{on_where} (on)",
                 ("batching off", "dynamic batching"),
-                {"off": _served(_rm_cmd(model, "--max-batch-samples", "1", *conc), env, clients,
+                {"off": _served(_rm_cmd(model, "--max-batch-samples", "1", *off_conc), env, clients,
                                 total),
                  "on": _served(_rm_cmd(model, *batched), env, clients, total)},
                 pairs, 3.0, "req/s"),
@@ -396,9 +432,18 @@ def bench_rm(pairs: int, total: int, hidden: int, layers: int, threads: int,
                 ("in process", "server"),
                 {"in": _in_process(model, env, big_total, big_batch, threads),
                  "server": _served(_rm_cmd(model, "--concurrency", "1", "--max-batch-samples",
-                                           str(big_batch)), env, 1, big_total // big_batch,
+                                           str(big_batch), "--workers", workers), env, 1,
+                                   big_total // big_batch,
                                    big_batch)},
                 pairs, 0.95, "smp/s"),
+            "workers": lambda: _paired(
+                f"2d. where the model runs ({what}): {clients} concurrent clients, {total} "
+                "requests of one sample, dynamic batching as in 2a; requests/s with the model "
+                "in a thread of the server (--workers 0) vs in a worker process (--workers auto)",
+                ("in a thread", "in a process"),
+                {"thread": _served(_rm_cmd(model, *batching("0")), env, clients, total),
+                 "process": _served(_rm_cmd(model, *batching("auto")), env, clients, total)},
+                pairs, 1.0, "req/s"),
         }
         for part in parts:
             runs[part]()
@@ -551,6 +596,13 @@ def main() -> None:
                         help="torch threads (OMP_NUM_THREADS) of every side")
     parser.add_argument("--concurrency", type=int, default=1,
                         help="RM: batches in flight per server (both sides of 2a and 2b)")
+    parser.add_argument("--workers", default="auto",
+                        help="RM: `serve --workers` of every server side (auto, the default: "
+                             "the model runs in one worker process; 0: in a thread of the "
+                             "server; N: in N worker processes)")
+    parser.add_argument("--off-workers",
+                        help="RM: `serve --workers` of the batching-off side of 2a, if it "
+                             "should differ from --workers")
     parser.add_argument("--device", default="cpu",
                         help="RM: where the reward model runs on every side (cpu, cuda; on "
                              "cuda the servers' GPU memory and the latency percentiles are "
@@ -585,7 +637,8 @@ def main() -> None:
     if not args.skip_rm:
         bench_rm(args.pairs, args.rm_requests, args.hidden, args.layers, args.torch_threads,
                  args.rm_clients, args.big_batch, args.big_samples, args.concurrency,
-                 args.model, args.max_wait_ms, tuple(args.rm_parts.split(",")))
+                 args.model, args.max_wait_ms, tuple(args.rm_parts.split(",")), args.workers,
+                 args.off_workers)
     if args.load_minutes:
         bench_load(args.load_minutes, args.load_clients, args.hidden, args.layers, args.model,
                    args.rss_every)

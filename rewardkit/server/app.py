@@ -72,10 +72,11 @@ class ServerState:
             self.replies = ReplyCache(s.idempotency_cache, s.idempotency_cache_bytes,
                                       self.metrics, s.idempotency_db)
             for name, source in s.rewards.items():
+                workers = s.workers_for(source)
                 batcher = Batcher(
-                    name, make_worker(source, s.concurrency, s.workers),
+                    name, make_worker(source, s.concurrency, workers),
                     max_batch_samples=s.max_batch_samples, max_wait_ms=s.max_wait_ms,
-                    concurrency=s.workers or s.concurrency, max_queue_samples=s.max_queue_samples,
+                    concurrency=workers or s.concurrency, max_queue_samples=s.max_queue_samples,
                     batch_independent=source.batch_independent, metrics=self.metrics,
                     batch_quantum_s=s.batch_quantum_s)
                 await batcher.start()

@@ -42,8 +42,10 @@ def add_serve_parser(sub: Any, ray: Any = None) -> None:
                                                           "while a worker is free (default 0)")
     limits.add_argument("--concurrency", type=int, help="batches in flight per reward "
                                                         "(default 2)")
-    limits.add_argument("--workers", type=int, help="score in N processes per reward instead of "
-                                                    "threads (default 0: threads)")
+    limits.add_argument("--workers", type=_workers,
+                        help="score in N processes per reward instead of threads; 0: threads; "
+                             "auto (default): one process for a reward that runs a model, "
+                             "threads for the others")
     limits.add_argument("--max-queue-samples", type=int, help="queued samples per reward before "
                                                               "503 (default 100000)")
     limits.add_argument("--max-request-samples", type=int, help="samples per request before 413 "
@@ -59,6 +61,20 @@ def add_serve_parser(sub: Any, ray: Any = None) -> None:
         ray.add_ray_arguments(p)
         p.set_defaults(serve_on_ray=ray.serve_from_args)
     p.set_defaults(func=_cmd_serve)
+
+
+def _workers(text: str) -> int | str:
+    """``--workers``: ``auto`` or a count >= 0."""
+    if text == "auto":
+        return text
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected auto, 0 (threads) or a number of processes, "
+                                         f"got {text!r}")
+    return value
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:

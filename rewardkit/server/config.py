@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import pickle
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Mapping
@@ -51,10 +52,59 @@ class RewardSource:
         return load(self.spec, **dict(self.options))
 
     @property
+    def runs_model(self) -> bool:
+        """True when the reward (or one it composes) runs a neural network in this process:
+        see :data:`MODEL_REWARDS`."""
+        return _names_any(self.spec, MODEL_REWARDS) or _names_any(dict(self.options),
+                                                                   MODEL_REWARDS)
+
+    @property
     def batch_independent(self) -> bool:
         """False when one sample's value depends on the others in its batch (``normalize``
         batch/group/running): such a reward is scored one request at a time, never mixed."""
         return not _normalizes(self.spec)
+
+
+MODEL_REWARDS = frozenset({"reward_model", "process_reward", "implicit_reward", "ensemble",
+                           "embedding_similarity"})
+"""Built-in rewards that run a torch model. ``workers: auto`` scores them in a worker process:
+a model in a thread of the server must take the GIL back after each of the hundreds of operators
+of a forward pass, and while the event loop parses and answers requests it waits for it at each
+one (CPython's GIL hands over only every few milliseconds), so the model stalls whenever the
+server is busy — the very time it should compute."""
+
+
+def _names_any(spec: Any, names: frozenset[str]) -> bool:
+    """Whether a reward spec — a name, a composition mapping, a config file, or the options of a
+    reward that wraps others (``shaped``'s ``reward``, ``ensemble``'s ``members``) — uses one of
+    ``names`` anywhere in it."""
+    if isinstance(spec, str):
+        if spec.endswith((".yaml", ".yml", ".toml", ".json")):
+            try:
+                return _names_any(read_config_file(Path(spec)), names)
+            except ConfigError:
+                return False
+        return spec in names
+    if isinstance(spec, Mapping):
+        if any(_names_any(spec[key], names) for key in ("reward", "members", "options")
+               if key in spec):
+            return True
+        rewards = spec.get("rewards")
+        return _names_any(list(rewards.values()) if isinstance(rewards, Mapping) else rewards,
+                          names)
+    if isinstance(spec, (list, tuple)):
+        return any(_names_any(v, names) for v in spec)
+    return False
+
+
+def _picklable(source: RewardSource) -> bool:
+    """Whether a worker process can be sent this source: a source built in Python may hold
+    objects (an already built Scorer among ``ensemble``'s members) that only a thread can use."""
+    try:
+        pickle.dumps(source)
+    except Exception:  # noqa: BLE001 - any pickling failure means: keep it in this process
+        return False
+    return True
 
 
 def _normalizes(spec: Any) -> bool:
@@ -91,7 +141,10 @@ class ServerSettings:
             also grow on their own while the workers are busy, so 0 still batches under load.
         concurrency: batches in flight per reward (threads in this process).
         workers: if > 0, score in this many processes per reward instead of threads (for
-            pure-Python rewards that hold the GIL); a process that dies is replaced.
+            pure-Python rewards that hold the GIL, and for models, which a busy event loop
+            would stall through the GIL); a process that dies is replaced. ``"auto"`` (the
+            default): one process for a reward that runs a model (:data:`MODEL_REWARDS`, also
+            inside a composition), threads for the others; 0: threads for every reward.
         max_queue_samples: samples waiting or being scored per reward before new requests get
             503 with ``Retry-After``.
         max_request_samples: most samples in one request (more: 413).
@@ -116,7 +169,7 @@ class ServerSettings:
     max_batch_samples: int = 64
     max_wait_ms: float = 0.0
     concurrency: int = 2
-    workers: int = 0
+    workers: int | str = "auto"
     max_queue_samples: int = 100_000
     max_request_samples: int = 8192
     max_body_bytes: int = 32 * 1024 * 1024
@@ -142,9 +195,10 @@ class ServerSettings:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"serve.{name} must be a positive integer, got {value!r}")
-        if isinstance(self.workers, bool) or not isinstance(self.workers, int) or self.workers < 0:
-            raise ConfigError(f"serve.workers must be 0 (threads) or a positive integer, "
-                              f"got {self.workers!r}")
+        if self.workers != "auto" and (isinstance(self.workers, bool) or
+                                       not isinstance(self.workers, int) or self.workers < 0):
+            raise ConfigError(f"serve.workers must be 'auto', 0 (threads) or a positive "
+                              f"integer, got {self.workers!r}")
         if self.idempotency_db is not None and not isinstance(self.idempotency_db, str):
             raise ConfigError(f"serve.idempotency_db must be a file path, got "
                               f"{self.idempotency_db!r}")
@@ -156,6 +210,13 @@ class ServerSettings:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
                 raise ConfigError(f"serve.{name} must be a number >= 0, got {value!r}")
+
+    def workers_for(self, source: RewardSource) -> int:
+        """Worker processes of one reward: ``workers``, or under ``auto`` one for a reward
+        that runs a model and none (threads) for the others."""
+        if self.workers == "auto":
+            return 1 if source.runs_model and _picklable(source) else 0
+        return int(self.workers)
 
     def with_options(self, **changes: Any) -> "ServerSettings":
         """A copy with some limits changed (None values are ignored)."""

@@ -4,12 +4,13 @@ A *worker* takes a batch made of groups (one group per request, or per chunk of 
 one list of Scores per group. Both kinds build their Scorer from a
 :class:`~rewardkit.server.config.RewardSource` when they start, never at import:
 
-- :class:`ThreadWorker` scores in threads of this process. Learned models release the GIL
-  while they compute and keep one copy of their weights; verifiers that run their own pools
+- :class:`ThreadWorker` scores in threads of this process: verifiers that run their own pools
   (``code``'s sandbox, ``math``'s time-limited checks) need nothing more.
-- :class:`ProcessWorker` scores in a pool of processes (``workers: N``), for rewards whose Python
-  code holds the GIL. A process that dies (killed, out of memory, a crash in native code)
-  breaks the pool; the worker then replaces the pool and the batcher retries the samples once.
+- :class:`ProcessWorker` scores in a pool of processes (``workers: N``, and a reward that runs a
+  model under ``workers: auto``), for rewards whose Python code holds the GIL — a model's
+  forward pass takes the GIL back after each operator, so in a thread it stalls while the event
+  loop is busy. A process that dies (killed, out of memory, a crash in native code) breaks the
+  pool; the worker then replaces the pool and the batcher retries the samples once.
 """
 from __future__ import annotations
 
@@ -95,23 +96,32 @@ class ThreadWorker:
 # state of the worker process only (the app and its parent process hold none).
 _process_scorer: Scorer | None = None
 _process_independent = True
+_build_error: str | None = None
 
 
 def _init_process(source: RewardSource, server_pid: int) -> None:
-    global _process_scorer, _process_independent
+    global _process_scorer, _process_independent, _build_error
     exit_with(server_pid)
-    _process_scorer = source.build()
     _process_independent = source.batch_independent
+    try:
+        _process_scorer = source.build()
+    except Exception as exc:  # noqa: BLE001 - kept to be raised, with its message, to the server
+        # (an initializer that raises only breaks the pool, and the cause is lost on the way)
+        _build_error = f"{type(exc).__name__}: {exc}"
+
+
+def _built() -> Scorer:
+    if _process_scorer is None:
+        raise RuntimeError(_build_error or "the reward was not built in this worker process")
+    return _process_scorer
 
 
 def _score_in_process(groups: list[list[Sample]]) -> list[list[Score]]:
-    assert _process_scorer is not None
-    return score_groups(_process_scorer, groups, _process_independent)
+    return score_groups(_built(), groups, _process_independent)
 
 
 def _pid_and_error_value() -> tuple[int, float]:
-    assert _process_scorer is not None
-    return os.getpid(), float(getattr(_process_scorer, "error_value", 0.0))
+    return os.getpid(), float(getattr(_built(), "error_value", 0.0))
 
 
 def exit_with(pid: int) -> None:
@@ -171,8 +181,13 @@ class ProcessWorker:
             started = await asyncio.gather(*(loop.run_in_executor(
                 self._pool, _pid_and_error_value) for _ in range(self.processes)))
         except BrokenProcessPool as exc:
+            self._pool.shutdown(wait=False, cancel_futures=True)
             raise RuntimeError(f"the reward could not be built in a worker process: {exc}; "
                                "run `rewardkit score` with it to see the error") from exc
+        except RuntimeError as exc:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            raise RuntimeError(f"the reward could not be built in a worker process: {exc}"
+                               ) from None
         self.error_value = started[0][1]
 
     def pids(self) -> list[int]:
