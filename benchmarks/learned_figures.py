@@ -51,12 +51,12 @@ import hashlib
 import json
 import statistics
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT / "data" / "learned"
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # its sibling, when loaded by path
+from learned_training import (DATA, LIKELIHOOD_RECIPE, ROOT, SETTINGS,  # noqa: E402
+                              recipe, train_rewardkit, train_trl, train_trl_sft)
 DOCS = ROOT / "docs" / "learned.md"
 JSON = ROOT / "docs" / "learned_figures.json"
 START, END = "<!-- learned-figures:start -->", "<!-- learned-figures:end -->"
@@ -64,133 +64,6 @@ IMPLICIT_START, IMPLICIT_END = "<!-- implicit-figures:start -->", "<!-- implicit
 LM_BASE = DATA / "lm_base"
 THRESHOLDS = (0.5, 0.2, 0.1, 0.05, 0.02, 0.01, 0.005, 0.002, 0.001)
 """Step thresholds the implicit reward's PRM reading is tried at on the training rows."""
-
-
-def recipe(name: str = "recipe.yaml") -> dict[str, Any]:
-    from rewardkit.compose import read_config_file
-
-    return dict(read_config_file(DATA / name)["train"])
-
-
-LIKELIHOOD_RECIPE = "recipe_likelihood.yaml"
-"""``train rm`` with ``objective: likelihood`` (the base learns the chosen completions)."""
-
-
-SETTINGS: dict[str, Any] = {"train_data": DATA, "batch_size": None, "device": "cpu"}
-"""What the command line changes from the recipe for every run: the folder the training rows
-are read from (the held-out files are always data/learned's), the batch size and the device."""
-
-
-def train_rewardkit(task: str, seed: int, out: Path, steps: int | None,
-                    recipe_file: str = "recipe.yaml", base: Path = DATA / "base"
-                    ) -> tuple[Path, float]:
-    from rewardkit.models.train import train_reward_model
-    from rewardkit.models.train_config import RewardTrainConfig
-
-    final = out / "final"
-    if (final / "config.json").is_file():
-        return final, _seconds(out)
-    options = {**recipe(recipe_file), "task": task, "seed": seed, "output_dir": str(out),
-               "model": str(base),
-               "data": str(SETTINGS["train_data"] / f"{task}_train.jsonl"),
-               "eval_data": str(DATA / f"{task}_test.jsonl"), "device": SETTINGS["device"],
-               "progress": False, "tensorboard": False, "plots": False, "eval_every": 0}
-    if steps:
-        options["steps"] = steps
-    if SETTINGS["batch_size"]:
-        options["batch_size"] = SETTINGS["batch_size"]
-    start = time.perf_counter()
-    train_reward_model(RewardTrainConfig(**options))
-    return final, _seconds(out, time.perf_counter() - start)
-
-
-def _seconds(out: Path, seconds: float | None = None) -> float:
-    """Record a run's training time beside it (``seconds`` given), or read it back (NaN when
-    the run was made without it), so a run trained by an earlier call keeps its time."""
-    path = out / "train_seconds.txt"
-    if seconds is not None:
-        path.write_text(f"{seconds}\n")
-        return seconds
-    return float(path.read_text()) if path.is_file() else float("nan")
-
-
-def train_trl(seed: int, out: Path, steps: int | None) -> tuple[Path, float]:
-    """TRL's RewardTrainer with the recipe's settings, written where ``reward_model`` reads it."""
-    final = out / "final"
-    if (final / "config.json").is_file():
-        return final, _seconds(out)
-    import torch
-    from datasets import load_dataset
-    from transformers import AutoModelForSequenceClassification, AutoTokenizer
-    from trl import RewardConfig, RewardTrainer
-
-    r = recipe()
-    tok = AutoTokenizer.from_pretrained(DATA / "base")
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)  # the head, seeded as train rm seeds it
-        model = AutoModelForSequenceClassification.from_pretrained(DATA / "base", num_labels=1)
-    model.config.pad_token_id = tok.pad_token_id
-    data = load_dataset("json", data_files=str(SETTINGS["train_data"] / "rm_train.jsonl"),
-                        split="train")
-    data = data.select_columns(["prompt", "chosen", "rejected"])
-    gpu = SETTINGS["device"] != "cpu"  # bf16 autocast there, as train rm's dtype auto
-    schedule = r.get("lr_schedule", "linear")
-    args = RewardConfig(
-        output_dir=str(out), per_device_train_batch_size=SETTINGS["batch_size"] or r["batch_size"],
-        max_steps=steps or r["steps"], learning_rate=r["learning_rate"],
-        lr_scheduler_type="constant_with_warmup" if schedule == "constant" else schedule,
-        warmup_steps=r.get("warmup_steps", 0), weight_decay=r.get("weight_decay", 0.0),
-        max_grad_norm=r.get("max_grad_norm", 1.0), gradient_checkpointing=False, seed=seed,
-        logging_steps=10**6, save_strategy="no", report_to=[], use_cpu=not gpu, bf16=gpu,
-        dataloader_num_workers=0, max_length=r.get("max_length", 1024), disable_tqdm=True,
-        center_rewards_coefficient=None)
-    trainer = RewardTrainer(model=model, args=args, train_dataset=data, processing_class=tok)
-    return final, _train_and_save(trainer, tok, final, out)
-
-
-def _train_and_save(trainer: Any, tok: Any, final: Path, out: Path) -> float:
-    """Train a TRL trainer, save its model and tokenizer in ``final``; the recorded time."""
-    start = time.perf_counter()
-    trainer.train()
-    seconds = time.perf_counter() - start
-    trainer.save_model(str(final))
-    tok.save_pretrained(str(final))
-    return _seconds(out, seconds)
-
-
-def train_trl_sft(seed: int, out: Path) -> tuple[Path, float]:
-    """TRL's SFTTrainer on the chosen sides with the likelihood recipe's settings (loss on the
-    completion only, EOS appended, no packing): the peer of ``train rm`` with ``objective:
-    likelihood``; read by ``implicit_reward`` like it."""
-    final = out / "final"
-    if (final / "config.json").is_file():
-        return final, _seconds(out)
-    from datasets import load_dataset
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-    from trl import SFTConfig, SFTTrainer
-
-    from rewardkit.models.loading import write_sidecar
-
-    r = recipe(LIKELIHOOD_RECIPE)
-    tok = AutoTokenizer.from_pretrained(DATA / "base")
-    model = AutoModelForCausalLM.from_pretrained(DATA / "base")
-    data = load_dataset("json", data_files=str(SETTINGS["train_data"] / "rm_train.jsonl"),
-                        split="train")
-    data = data.rename_column("chosen", "completion").select_columns(["prompt", "completion"])
-    gpu = SETTINGS["device"] != "cpu"
-    args = SFTConfig(
-        output_dir=str(out), per_device_train_batch_size=r["batch_size"],
-        max_steps=r["steps"], learning_rate=r["learning_rate"],
-        lr_scheduler_type=r.get("lr_schedule", "linear"), warmup_steps=r.get("warmup_steps", 0),
-        weight_decay=r.get("weight_decay", 0.0), max_grad_norm=r.get("max_grad_norm", 1.0),
-        gradient_checkpointing=False, seed=seed, logging_steps=10**6, save_strategy="no",
-        report_to=[], use_cpu=not gpu, bf16=gpu, dataloader_num_workers=0,
-        max_length=r.get("max_length", 1024), disable_tqdm=True, completion_only_loss=True,
-        packing=False)
-    trainer = SFTTrainer(model=model, args=args, train_dataset=data, processing_class=tok)
-    seconds = _train_and_save(trainer, tok, final, out)
-    write_sidecar(final, {"separator": "\n", "trained_by": "TRL SFTTrainer"})
-    return final, seconds
 
 
 def eval_rm(model: Path) -> dict[str, Any]:
@@ -215,17 +88,18 @@ def eval_prm(model: Path) -> dict[str, Any]:
     return out
 
 
-def eval_implicit(base: Path) -> dict[str, Any]:
-    """A causal LM read by ``implicit_reward`` (reference-free, no preference training): pair
-    accuracy per slice, and ProcessBench F1 per slice with the step threshold that gives the
-    best F1 on the PRM training rows (picked there, never on a held-out file), beside F1 at
-    0.5."""
+def eval_implicit(base: Path, options: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A causal LM read by ``implicit_reward`` (reference-free unless ``options`` name a
+    ``reference``): pair accuracy per slice, and ProcessBench F1 per slice with the step
+    threshold that gives the best F1 on the PRM training rows (picked there, never on a
+    held-out file), beside F1 at 0.5."""
     import rewardkit
     from rewardkit import Sample
     from rewardkit.models.data import read_pairs, read_solutions
     from rewardkit.models.evaluation import evaluate_reward_model, processbench_report
 
-    scorer = rewardkit.load("implicit_reward", model=str(base), device=SETTINGS["device"])
+    scorer = rewardkit.load("implicit_reward", model=str(base), device=SETTINGS["device"],
+                            **(options or {}))
     rm = evaluate_reward_model(scorer, read_pairs(str(DATA / "rm_slices.jsonl")))
 
     def step_scores(name: str) -> tuple[list[Any], list[Any]]:
@@ -259,12 +133,14 @@ def eval_implicit(base: Path) -> dict[str, Any]:
 
 def implicit_section(bases: dict[str, Path], seeds: list[int], out: Path,
                      train: bool = True, trl_sft: bool = True,
-                     likelihood_from: dict[str, Path] | None = None) -> dict[str, Any]:
+                     likelihood_from: dict[str, tuple[Path, str]] | None = None
+                     ) -> dict[str, Any]:
     """The ``implicit`` part of the figures: each base read by ``implicit_reward`` as it is,
     and per seed a model trained by ``train rm`` with ``objective: likelihood``
     (``data/learned/recipe_likelihood.yaml``; trained unless its ``final/`` exists), beside
-    TRL's SFTTrainer with the same settings (``trl_sft``); ``likelihood_from`` adds the same
-    runs started from other bases (``likelihood_NAME``)."""
+    TRL's SFTTrainer with the same settings (``trl_sft``); ``likelihood_from`` (name → base
+    and recipe file) adds the same runs started from other bases (``likelihood_NAME``, and
+    ``trl_sft_NAME`` beside them)."""
     section: dict[str, Any] = {}
     for name, base in bases.items():
         section[name] = eval_implicit(base)
@@ -288,15 +164,22 @@ def implicit_section(bases: dict[str, Path], seeds: list[int], out: Path,
                 print(f"TRL SFTTrainer, seed {seed}: {sft[str(seed)]['rm']['overall']}",
                       flush=True)
             section["trl_sft"] = {"seeds": sft, "aggregate": _seed_aggregate(sft)}
-        for name, base in (likelihood_from or {}).items():
-            runs = {}
-            for seed in seeds:
-                model, seconds = train_rewardkit("rm", seed, out / f"likelihood_{name}_seed{seed}",
-                                                 None, LIKELIHOOD_RECIPE, base)
-                runs[str(seed)] = {**eval_implicit(model), "train_seconds": seconds}
-                print(f"train rm, likelihood from {name}, seed {seed}: "
-                      f"{runs[str(seed)]['rm']['overall']}", flush=True)
-            section[f"likelihood_{name}"] = {"base": str(base), "seeds": runs,
+        for name, (base, recipe_file) in (likelihood_from or {}).items():
+            where = str(base.relative_to(ROOT) if base.is_relative_to(ROOT) else base)
+            trainers = {"likelihood": lambda seed: train_rewardkit(
+                "rm", seed, out / f"likelihood_{name}_seed{seed}", None, recipe_file, base)}
+            if trl_sft and recipe_file != LIKELIHOOD_RECIPE:
+                trainers["trl_sft"] = lambda seed: train_trl_sft(
+                    seed, out / f"trl_sft_{name}_seed{seed}", recipe_file, base)
+            for kind, train_one in trainers.items():
+                runs = {}
+                for seed in seeds:
+                    model, seconds = train_one(seed)
+                    runs[str(seed)] = {**eval_implicit(model), "train_seconds": seconds}
+                    print(f"{kind} from {name}, seed {seed}: {runs[str(seed)]['rm']['overall']}",
+                          flush=True)
+                section[f"{kind}_{name}"] = {"base": where, "recipe_file": recipe_file,
+                                             "recipe": recipe(recipe_file), "seeds": runs,
                                              "aggregate": _seed_aggregate(runs)}
     return section
 
@@ -345,9 +228,13 @@ def render_implicit_table(figures: dict[str, Any]) -> str:
     head, rule = "| slice |", "|---|"
     for name, entry in models.items():
         runs = len(entry.get("seeds", {}))
+        recipe_note = (f" with `{entry['recipe_file']}`"
+                       if entry.get("recipe_file", LIKELIHOOD_RECIPE) != LIKELIHOOD_RECIPE else "")
         label = (f"TRL SFTTrainer, {runs} seeds" if name == "trl_sft" else
-                 f"`train rm` likelihood from `{name[len('likelihood_'):]}`, {runs} seeds"
-                 if name.startswith("likelihood_") else
+                 f"TRL SFTTrainer from `{name[len('trl_sft_'):]}`{recipe_note}, {runs} seeds"
+                 if name.startswith("trl_sft_") else
+                 f"`train rm` likelihood from `{name[len('likelihood_'):]}`{recipe_note}, "
+                 f"{runs} seeds" if name.startswith("likelihood_") else
                  f"`train rm` likelihood, {runs} seeds" if runs else f"`{name}`")
         head += f" RM accuracy, {label} | PRM F1, {label} |"
         rule += "---|---|"
@@ -511,9 +398,11 @@ def main() -> None:
                              f"lm_base={LM_BASE.relative_to(ROOT)}); more as NAME=DIR, e.g. "
                              "lm_base_broad=runs/lm_broad/lm_base (python data/learned/build.py "
                              "--out runs/lm_broad --lm-spec broad --lm-steps 3000)")
-    parser.add_argument("--likelihood-from", nargs="*", default=[], metavar="NAME=DIR",
+    parser.add_argument("--likelihood-from", nargs="*", default=[], metavar="NAME=DIR[,RECIPE]",
                         help="also train rm with objective likelihood from these bases (e.g. "
-                             "lm_base_broad=runs/lm_broad/lm_base), per seed")
+                             "lm_base_broad=runs/lm_broad/lm_base), per seed, with RECIPE "
+                             f"(a file in data/learned; default {LIKELIHOOD_RECIPE}; with "
+                             "another recipe TRL's SFTTrainer trains beside it)")
     parser.add_argument("--no-likelihood", action="store_true",
                         help="skip the train rm runs with objective: likelihood")
     parser.add_argument("--implicit-only", action="store_true",
@@ -524,9 +413,10 @@ def main() -> None:
     likelihood_from = {}
     for item in args.likelihood_from:
         name, _, where = item.partition("=")
+        where, _, recipe_file = where.partition(",")
         if not where:
-            parser.error(f"--likelihood-from takes NAME=DIR, got {item!r}")
-        likelihood_from[name] = Path(where).resolve()
+            parser.error(f"--likelihood-from takes NAME=DIR[,RECIPE], got {item!r}")
+        likelihood_from[name] = (Path(where).resolve(), recipe_file or LIKELIHOOD_RECIPE)
     implicit = {"lm_base": LM_BASE}
     for item in args.implicit or []:
         name, _, where = item.partition("=")
@@ -545,12 +435,15 @@ def main() -> None:
                 train_trl(seed, args.out / f"trl_seed{seed}", args.rm_steps)
             elif args.train_only == "trl_sft":
                 train_trl_sft(seed, args.out / f"trl_sft_seed{seed}")
+                for name, (base, recipe_file) in likelihood_from.items():
+                    train_trl_sft(seed, args.out / f"trl_sft_{name}_seed{seed}", recipe_file,
+                                  base)
             elif args.train_only == "likelihood":
                 train_rewardkit("rm", seed, args.out / f"likelihood_seed{seed}", None,
                                 LIKELIHOOD_RECIPE)
-                for name, base in likelihood_from.items():
+                for name, (base, recipe_file) in likelihood_from.items():
                     train_rewardkit("rm", seed, args.out / f"likelihood_{name}_seed{seed}", None,
-                                    LIKELIHOOD_RECIPE, base)
+                                    recipe_file, base)
             else:
                 steps = args.rm_steps if args.train_only == "rm" else args.prm_steps
                 train_rewardkit(args.train_only, seed, args.out / f"{args.train_only}_seed{seed}",
