@@ -225,16 +225,18 @@ def render_implicit_table(figures: dict[str, Any]) -> str:
     (the step threshold picked on training rows). A single model shows its 95% bootstrap
     interval; a trained entry the mean (min–max) over its seeds."""
     models = figures.get("implicit", {})
+    base_names = {entry["base"]: name for name, entry in models.items() if "seeds" not in entry}
     head, rule = "| slice |", "|---|"
     for name, entry in models.items():
         runs = len(entry.get("seeds", {}))
+        start = base_names.get(entry.get("base"), entry.get("base"))
         recipe_note = (f" with `{entry['recipe_file']}`"
                        if entry.get("recipe_file", LIKELIHOOD_RECIPE) != LIKELIHOOD_RECIPE else "")
         label = (f"TRL SFTTrainer, {runs} seeds" if name == "trl_sft" else
-                 f"TRL SFTTrainer from `{name[len('trl_sft_'):]}`{recipe_note}, {runs} seeds"
+                 f"TRL SFTTrainer from `{start}`{recipe_note}, {runs} seeds"
                  if name.startswith("trl_sft_") else
-                 f"`train rm` likelihood from `{name[len('likelihood_'):]}`{recipe_note}, "
-                 f"{runs} seeds" if name.startswith("likelihood_") else
+                 f"`train rm` likelihood from `{start}`{recipe_note}, {runs} seeds"
+                 if name.startswith("likelihood_") else
                  f"`train rm` likelihood, {runs} seeds" if runs else f"`{name}`")
         head += f" RM accuracy, {label} | PRM F1, {label} |"
         rule += "---|---|"

@@ -63,3 +63,14 @@ def test_the_likelihood_runs_in_the_file_used_the_shipped_likelihood_recipe():
     script = _script()
     figures = json.loads((ROOT / "docs" / "learned_figures.json").read_text())
     assert figures["implicit"]["likelihood"]["recipe"] == script.recipe(script.LIKELIHOOD_RECIPE)
+
+
+def test_runs_from_other_bases_used_the_recipe_file_they_name():
+    """An entry trained with another recipe file (``--likelihood-from NAME=DIR,RECIPE``)
+    records it, and the shipped file still holds those settings."""
+    script = _script()
+    figures = json.loads((ROOT / "docs" / "learned_figures.json").read_text())
+    named = {k: v for k, v in figures["implicit"].items() if "recipe_file" in v}
+    assert named, "no run from another base names its recipe file"
+    for name, entry in named.items():
+        assert entry["recipe"] == script.recipe(entry["recipe_file"]), name
