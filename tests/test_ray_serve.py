@@ -65,3 +65,28 @@ def test_serve_command_accepts_the_ray_flags():
                                       "--replicas", "3", "--replica-gpus", "1"])
     assert args.ray and args.replicas == 3 and args.replica_gpus == 1.0
     assert build_parser().parse_args(["serve", "--reward", "exact_match"]).ray is False
+
+
+def test_a_replica_serves_a_learned_reward_under_workers_auto(tmp_path):
+    """The replica starts a learned reward the way ``rewardkit serve`` does (``workers:
+    auto``: in a worker process started inside the replica) and it scores as in process."""
+    import rewardkit
+    from rewardkit.testing import make_tiny_reward_model
+
+    model = str(make_tiny_reward_model(tmp_path / "rm"))
+    samples = [{"prompt": "add 2 and 3", "completion": "5"},
+               {"prompt": "add 2 and 3", "completion": "6"}]
+    expected = [s.value for s in rewardkit.load("reward_model", model=model).score(samples)]
+    settings = settings_from_reward("reward_model", {"model": model})
+    assert settings.workers == "auto"
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        port = free_port()
+        ray_serve.deploy(settings, replicas=1, port=port, num_cpus=0.5)
+        r = httpx.post(f"http://127.0.0.1:{port}/v1/score", json={"samples": samples},
+                       timeout=120)
+        assert r.status_code == 200, r.text
+        assert [s["value"] for s in r.json()["scores"]] == pytest.approx(expected, abs=1e-5)
+    finally:
+        ray_serve.shutdown()
+        ray.shutdown()
