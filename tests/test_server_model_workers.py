@@ -17,7 +17,7 @@ import rewardkit
 from rewardkit.compose import ConfigError
 from rewardkit.server import RewardSource, ServerSettings
 from rewardkit.server.testing import running_server
-from rewardkit.server.workers import ProcessWorker, ThreadWorker
+from rewardkit.server.workers import PipeWorker, ProcessWorker, ThreadWorker
 
 pytest.importorskip("fastapi")
 
@@ -79,7 +79,7 @@ def test_served_model_runs_in_its_own_process_and_scores_as_in_process(tiny_rm):
         r = httpx.post(url + "/v1/score", json={"samples": samples}, timeout=60)
         assert r.status_code == 200, r.text
         worker = app.state.rewardkit.batchers["r"].worker
-        assert isinstance(worker, ProcessWorker)
+        assert isinstance(worker, PipeWorker)
         pids = worker.pids()
         assert len(pids) == 1 and os.getpid() not in pids
     assert [s["value"] for s in r.json()["scores"]] == pytest.approx(expected, abs=1e-5)
@@ -94,8 +94,10 @@ def test_workers_zero_keeps_the_model_in_a_thread(tiny_rm):
         assert isinstance(app.state.rewardkit.batchers["r"].worker, ThreadWorker)
 
 
-def test_a_model_that_cannot_be_built_in_its_worker_fails_with_the_reason(tmp_path):
-    worker = ProcessWorker(RewardSource("reward_model", {"model": str(tmp_path / "missing")}), 1)
+@pytest.mark.parametrize("make", [lambda s: PipeWorker(s), lambda s: ProcessWorker(s, 2)],
+                         ids=["one process", "a pool"])
+def test_a_model_that_cannot_be_built_in_its_worker_fails_with_the_reason(tmp_path, make):
+    worker = make(RewardSource("reward_model", {"model": str(tmp_path / "missing")}))
     with pytest.raises(RuntimeError, match=r"could not be built in a worker process: "
                                            r"ModelLoadError: .*no model at"):
         asyncio.run(worker.start())
@@ -114,3 +116,35 @@ def test_auto_keeps_a_source_that_cannot_be_pickled_in_a_thread():
     member.unpicklable = lambda: None  # a Scorer built in Python, holding a lambda
     source = RewardSource("ensemble", {"members": [member, "reward_model"]})
     assert ServerSettings({"r": source}, default="r").workers_for(source) == 0
+
+
+def test_a_process_left_open_at_exit_does_not_hold_the_interpreter(tmp_path):
+    """multiprocessing joins non-daemon children at exit; a worker waiting for its next batch
+    must be ended then, not waited for."""
+    script = tmp_path / "left_open.py"
+    script.write_text(
+        "import asyncio\n"
+        "from rewardkit.server.config import RewardSource\n"
+        "from rewardkit.server.workers import PipeWorker\n"
+        "KEPT = []  # still referenced at exit, so its pipe is never closed by collection\n"
+        "async def main():\n"
+        "    worker = PipeWorker(RewardSource('exact_match'))\n"
+        "    await worker.start()\n"
+        "    KEPT.append(worker)\n"
+        "    print(worker.pids()[0], flush=True)\n"
+        "if __name__ == '__main__':\n"
+        "    asyncio.run(main())\n")
+    done = subprocess.run([sys.executable, str(script)], cwd=ROOT, capture_output=True,
+                          text=True, timeout=30)  # without the exit hook: hangs until killed
+    assert done.returncode == 0, done.stderr
+    pid = int(done.stdout.split()[0])
+    assert not os.path.exists(f"/proc/{pid}") or "zombie" in open(f"/proc/{pid}/status").read()
+
+
+def test_one_process_is_fed_through_a_pipe_and_more_form_a_pool():
+    from rewardkit.server.workers import make_worker
+
+    source = RewardSource("exact_match")
+    assert isinstance(make_worker(source, 2, 1), PipeWorker)
+    assert isinstance(make_worker(source, 2, 3), ProcessWorker)
+    assert isinstance(make_worker(source, 2, 0), ThreadWorker)

@@ -39,7 +39,7 @@ from typing import Optional
 
 from ..types import Sample, Score
 from .metrics import ServerMetrics
-from .workers import ProcessWorker, ThreadWorker, WorkerCrashed
+from .workers import PipeWorker, ProcessWorker, ThreadWorker, WorkerCrashed
 
 log = logging.getLogger("rewardkit.server")
 
@@ -87,7 +87,8 @@ Segment = tuple[Flow, int, int]
 class Batcher:
     """The queue and batch loop of one served reward."""
 
-    def __init__(self, name: str, worker: ThreadWorker | ProcessWorker, *, max_batch_samples: int,
+    def __init__(self, name: str, worker: ThreadWorker | ProcessWorker | PipeWorker, *,
+                 max_batch_samples: int,
                  max_wait_ms: float, concurrency: int, max_queue_samples: int,
                  batch_independent: bool, metrics: ServerMetrics,
                  batch_quantum_s: float = 1.0) -> None:

@@ -142,7 +142,8 @@ class ServerSettings:
         concurrency: batches in flight per reward (threads in this process).
         workers: if > 0, score in this many processes per reward instead of threads (for
             pure-Python rewards that hold the GIL, and for models, which a busy event loop
-            would stall through the GIL); a process that dies is replaced. ``"auto"`` (the
+            would stall through the GIL; one process is fed by the event loop through a pipe,
+            more form a pool); a process that dies is replaced. ``"auto"`` (the
             default): one process for a reward that runs a model (:data:`MODEL_REWARDS`, also
             inside a composition), threads for the others; 0: threads for every reward.
         max_queue_samples: samples waiting or being scored per reward before new requests get
