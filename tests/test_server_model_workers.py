@@ -148,3 +148,28 @@ def test_one_process_is_fed_through_a_pipe_and_more_form_a_pool():
     assert isinstance(make_worker(source, 2, 1), PipeWorker)
     assert isinstance(make_worker(source, 2, 3), ProcessWorker)
     assert isinstance(make_worker(source, 2, 0), ThreadWorker)
+
+
+def test_a_process_that_ended_between_batches_is_replaced_and_said(caplog):
+    import signal
+    import time
+
+    async def scenario() -> tuple[list, list, list]:
+        worker = PipeWorker(RewardSource("exact_match"))
+        await worker.start()
+        first = worker.pids()
+        os.kill(first[0], signal.SIGKILL)
+        for _ in range(100):
+            if not worker.pids():
+                break
+            time.sleep(0.02)
+        scores = await worker.run([[rewardkit.Sample("", "a", reference="a")]])
+        second = worker.pids()
+        await worker.close()
+        return first, second, scores
+
+    with caplog.at_level("WARNING", logger="rewardkit.server"):
+        first, second, scores = asyncio.run(scenario())
+    assert scores[0][0].value == 1.0
+    assert second and second != first
+    assert "had ended (exit code -9) between batches" in caplog.text

@@ -19,6 +19,7 @@ import asyncio
 import atexit
 import concurrent.futures
 import functools
+import logging
 import multiprocessing
 import multiprocessing.connection
 import multiprocessing.process
@@ -29,6 +30,8 @@ from typing import Protocol
 from ..scorer import Scorer
 from ..types import Sample, Score
 from .config import RewardSource
+
+log = logging.getLogger("rewardkit.server")
 
 
 class WorkerCrashed(RuntimeError):
@@ -355,6 +358,9 @@ class PipeWorker:
         assert self._lock is not None, "worker not started"
         async with self._lock:
             if self._process is None or not self._process.is_alive():
+                log.warning("the worker process of %r had ended (exit code %s) between batches; "
+                            "starting another", self.source.spec,
+                            getattr(self._process, "exitcode", None))
                 await self._replace()
             assert self._conn is not None
             try:
