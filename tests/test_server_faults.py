@@ -179,6 +179,20 @@ def test_killed_worker_process_is_replaced_and_its_samples_retried():
         _healthy_and_correct(url)
 
 
+def test_a_worker_process_killed_between_batches_is_replaced_and_counted():
+    """Replaced before the next batch is sent, so no batch sees a crash: the restart metric
+    still counts it."""
+    with running_server(_settings(SLOW, {"delay": 0.0}, workers=1)) as (url, app):
+        worker = app.state.rewardkit.batchers["r"].worker
+        (pid,) = worker.pids()
+        os.kill(pid, signal.SIGKILL)
+        _wait_until(lambda: not worker.pids())
+        r = httpx.post(url + "/v1/score", json={"samples": [{"completion": "abc"}]}, timeout=60)
+        assert [s["value"] for s in r.json()["scores"]] == [3.0]
+        assert worker.pids() and worker.pids() != [pid]
+        assert _metric(url, 'rewardkit_worker_restarts_total{reward="r"}') == 1
+
+
 def test_sample_that_kills_its_worker_twice_is_an_error_others_are_scored():
     spec = f"{__name__}:kill_on_poison"
     with running_server(_settings(spec, workers=1)) as (url, _):

@@ -114,6 +114,7 @@ class Batcher:
         self._per_sample_s: float | None = None  # rises at once, decays slowly
         self._fits = 1  # what fits in the quantum at the recent cost per sample
         self._proven = 1  # twice the largest batch recently seen to finish within the quantum
+        self._restarts_seen = 0  # the worker's replacements already exported
 
     async def start(self) -> None:
         await self.worker.start()
@@ -276,6 +277,7 @@ class Batcher:
                 self._deliver(segment, [Score.from_error(exc, self.error_value, kind="server")
                                         for _ in range(segment[2] - segment[1])])
         finally:
+            self._count_restarts()
             self.metrics.batch_size.labels(self.name).observe(n)
             self.metrics.batch_latency.labels(self.name).observe(time.perf_counter() - started)
             self._release(n)
@@ -325,8 +327,14 @@ class Batcher:
     def _crashed(self, exc: WorkerCrashed) -> None:
         log.warning("reward %r: scoring worker failed (%s); retrying its samples once",
                     self.name, exc)
-        if exc.replaced:
-            self.metrics.worker_restarts.labels(self.name).inc()
+
+    def _count_restarts(self) -> None:
+        """Export the worker's replacements: those a batch saw as a crash, and a process found
+        ended between batches and replaced before the next one was sent."""
+        restarts = self.worker.restarts
+        if restarts > self._restarts_seen:
+            self.metrics.worker_restarts.labels(self.name).inc(restarts - self._restarts_seen)
+            self._restarts_seen = restarts
 
     async def _retry(self, batch: list[Segment]) -> None:
         """Retry each sample once, alone (or each request whole, when samples of a request must

@@ -35,12 +35,7 @@ log = logging.getLogger("rewardkit.server")
 
 
 class WorkerCrashed(RuntimeError):
-    """The worker died or raised past the Scorer's own error handling. ``replaced`` says
-    whether this failure replaced a dead worker process pool."""
-
-    def __init__(self, message: str, replaced: bool = False) -> None:
-        super().__init__(message)
-        self.replaced = replaced
+    """The worker died or raised past the Scorer's own error handling."""
 
 
 def score_groups(scorer: Scorer, groups: list[list[Sample]],
@@ -59,6 +54,9 @@ def score_groups(scorer: Scorer, groups: list[list[Sample]],
 
 
 class Worker(Protocol):
+    restarts: int
+    """Times the worker replaced its process(es), whatever the cause."""
+
     async def start(self) -> None: ...
     async def run(self, groups: list[list[Sample]]) -> list[list[Score]]: ...
     async def close(self) -> None: ...
@@ -72,6 +70,7 @@ class ThreadWorker:
         self.concurrency = concurrency
         self.scorer: Scorer | None = None
         self.error_value = 0.0
+        self.restarts = 0  # threads are never replaced
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
 
     async def start(self) -> None:
@@ -173,6 +172,7 @@ class ProcessWorker:
         self.source = source
         self.processes = processes
         self.error_value = 0.0
+        self.restarts = 0  # pools replaced after a process died
         self._pool: concurrent.futures.ProcessPoolExecutor | None = None
 
     def _new_pool(self) -> concurrent.futures.ProcessPoolExecutor:
@@ -224,11 +224,11 @@ class ProcessWorker:
             return await loop.run_in_executor(pool, _score_in_process, groups)
         except BrokenProcessPool as exc:
             # Several batches may see the same dead pool: only the first replaces it.
-            replaced = self._pool is pool
-            if replaced:
+            if self._pool is pool:
                 self._pool = self._new_pool()
+                self.restarts += 1
                 pool.shutdown(wait=False, cancel_futures=True)
-            raise WorkerCrashed(f"a worker process died: {exc}", replaced) from exc
+            raise WorkerCrashed(f"a worker process died: {exc}") from exc
         except Exception as exc:  # noqa: BLE001 - pickling or Scorer failure: retry upstream
             raise WorkerCrashed(f"{type(exc).__name__}: {exc}") from exc
 
@@ -297,6 +297,7 @@ class PipeWorker:
     def __init__(self, source: RewardSource) -> None:
         self.source = source
         self.error_value = 0.0
+        self.restarts = 0  # processes replaced, after a crash or found ended between batches
         self._process: multiprocessing.process.BaseProcess | None = None
         self._conn: multiprocessing.connection.Connection | None = None
         self._lock: asyncio.Lock | None = None
@@ -350,9 +351,10 @@ class PipeWorker:
 
     async def _replace(self) -> None:
         await self._stop()
+        self.restarts += 1
         status, value = await self._spawn()
         if status != "ready":
-            raise WorkerCrashed(f"the replacement worker process failed to start: {value}", True)
+            raise WorkerCrashed(f"the replacement worker process failed to start: {value}")
 
     async def run(self, groups: list[list[Sample]]) -> list[list[Score]]:
         assert self._lock is not None, "worker not started"
@@ -368,7 +370,7 @@ class PipeWorker:
                 status, value = await self._receive()
             except (EOFError, OSError) as exc:
                 await self._replace()
-                raise WorkerCrashed(f"the worker process died: {exc!r}", True) from exc
+                raise WorkerCrashed(f"the worker process died: {exc!r}") from exc
             except Exception as exc:  # noqa: BLE001 - e.g. a sample that cannot be pickled
                 raise WorkerCrashed(f"{type(exc).__name__}: {exc}") from exc
             if status != "ok":
