@@ -129,3 +129,100 @@ def test_a_lora_likelihood_run_saves_a_merged_causal_lm_that_scores_as_it_traine
                                    heuristics=False)
     assert report["overall"]["accuracy"] == pytest.approx(last["eval/accuracy"], abs=1e-9)
     assert report["mean_margin"] == pytest.approx(last["eval/margin"], rel=1e-3)
+
+
+@pytest.fixture(scope="module")
+def replay(tmp_path_factory):
+    """Text the base 'knew': prompt-completion rows unlike the reward data, and one preference
+    row (its chosen side is what replays)."""
+    path = tmp_path_factory.mktemp("replay") / "replay.jsonl"
+    rows = [{"prompt": f"Name colour {i}.", "completion": "Blue and green."} for i in range(20)]
+    rows.append({"prompt": "Name colour 99.", "chosen": "Blue and green.", "rejected": "No."})
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_each_batch_holds_the_replayed_share_and_those_rows_are_learned_on_their_completion(
+        base, data, replay, tmp_path):
+    trainer = RewardTrainer(_cfg(base, data, tmp_path, replay_data=str(replay),
+                                 replay_fraction=0.25))
+    seen = []
+    real_loss = trainer.loss
+    trainer.loss = lambda examples, denominator: (seen.append(list(examples)),
+                                                  real_loss(examples, denominator))[1]
+    trainer.step()
+    (batch,) = seen
+    tok = trainer.tokenizer
+    texts = [tok.decode(e.chosen) for e in batch]
+    assert len(batch) == 8 and sum("Name colour" in t for t in texts) == 2
+    replayed = next(e for e, t in zip(batch, texts) if "Name colour" in t)
+    assert tok.decode(replayed.chosen[replayed.starts[0]:]).startswith("Blue and green.")
+    assert "Name colour" in tok.decode(replayed.chosen[:replayed.starts[0]])
+    # the preference row replays its chosen side
+    assert any(tok.decode(e.chosen).startswith("Name colour 99.Blue")
+               for e in trainer.replay_sampler.prompts)
+
+
+def _replayed_logprob(trainer, prompt, completion):
+    ids, start = trainer._likelihood_side(prompt, completion, plain=True)
+    model = trainer.model.eval()
+    with torch.no_grad():
+        lp = F.log_softmax(model(input_ids=torch.tensor([ids])).logits[0, :-1], -1)
+    return lp[torch.arange(len(ids) - 1), torch.tensor(ids[1:])][start - 1:].sum().item()
+
+
+def test_replay_keeps_what_training_on_the_reward_data_alone_overwrites(base, data, replay,
+                                                                        tmp_path):
+    """Trained on the reward data alone the model forgets nothing it never knew; so first
+    teach the replayed text, then train on the reward data with and without replaying it."""
+    teach = tmp_path / "teach.jsonl"  # the replayed text as pairs, to train on first
+    teach.write_text("".join(json.dumps({"prompt": f"Name colour {i}.", "chosen": "Blue and "
+                                         "green.", "rejected": "No."}) + "\n" for i in range(20)))
+    taught = RewardTrainer(_cfg(base, data, tmp_path / "teach", data=str(teach), eval_data=None,
+                                eval_fraction=0.0, steps=40))
+    taught.train()
+    known = str(tmp_path / "teach" / "run" / "final")
+    after = {}
+    for name, extra in (("alone", {}), ("replay", {"replay_data": str(replay)})):
+        trainer = RewardTrainer(_cfg(known, data, tmp_path / name, steps=40, **extra))
+        trainer.train()
+        after[name] = _replayed_logprob(trainer, "Name colour 7.", "Blue and green.")
+    before = _replayed_logprob(taught, "Name colour 7.", "Blue and green.")
+    assert after["replay"] > after["alone"] + 1.0
+    assert after["replay"] > before - 1.0
+
+
+def test_a_resumed_replay_run_continues_exactly(base, data, replay, tmp_path):
+    def cfg(where, steps):
+        return _cfg(base, data, tmp_path / where, steps=steps, lr_schedule="constant",
+                    replay_data=str(replay), replay_fraction=0.5)
+
+    straight = RewardTrainer(cfg("a", 4))
+    straight.train()
+    RewardTrainer(cfg("b", 2)).train()
+    resumed = RewardTrainer(cfg("b", 4), resume=str(tmp_path / "b" / "run"))
+    resumed.train()
+    for (name, a), (_, b) in zip(straight.model.state_dict().items(),
+                                 resumed.model.state_dict().items()):
+        assert torch.equal(a, b), name
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"objective": "bradley_terry"}, "only objective: likelihood"),
+    ({"replay_fraction": 0.01}, "0 replayed rows"),
+    ({"replay_fraction": 1.0}, "16 replayed rows"),
+])
+def test_replay_config_errors_say_what_to_change(changes, message):
+    values = {"model": "m", "data": "d.jsonl", "objective": "likelihood", "batch_size": 16,
+              "replay_data": "r.jsonl", **changes}
+    with pytest.raises(ConfigError, match=message):
+        RewardTrainConfig(**values).validate()
+
+
+def test_replay_rows_without_a_completion_are_refused_with_their_keys(tmp_path):
+    from rewardkit.models.data import read_completions
+
+    path = tmp_path / "r.jsonl"
+    path.write_text(json.dumps({"prompt": "p", "text": "t"}) + "\n")
+    with pytest.raises(ConfigError, match=r"row 0 .*'completion'.*\['prompt', 'text'\]"):
+        read_completions(str(path))

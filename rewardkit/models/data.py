@@ -5,6 +5,8 @@ records the trainer and the evaluators share.
   ``prompt`` column the prompt is implicit: for messages, the longest common leading run of
   messages of ``chosen`` and ``rejected`` (TRL's ``maybe_extract_prompt``); for strings, empty.
   Optional ``margin`` (float) and ``subset`` (RewardBench's grouping column).
+* Completion rows (replayed language-model text): ``prompt`` and ``completion`` (TRL's
+  prompt-completion format), or preference rows, whose ``chosen`` side is the completion.
 * Stepwise rows: TRL's ``prompt``, ``completions`` (list of steps), ``labels`` (list of bools);
   or ProcessBench's ``problem``, ``steps``, ``label`` (index of the first wrong step, -1 when
   all are right).
@@ -26,6 +28,12 @@ class Pair:
     rejected: Text
     margin: float = 0.0
     subset: str = "all"
+
+
+@dataclass
+class Completion:
+    prompt: Text
+    completion: Text
 
 
 @dataclass
@@ -121,3 +129,22 @@ def read_solutions(location: str) -> list[Solution]:
     if not rows:
         raise ConfigError(f"{location!r} holds no stepwise rows")
     return rows
+
+
+def read_completions(location: str) -> list[Completion]:
+    """Prompt-completion rows; a preference row gives its ``chosen`` side."""
+    out = []
+    for i, row in enumerate(read(location)):
+        if "completion" in row:
+            out.append(Completion(_text(row.get("prompt", ""), "prompt", i),
+                                  _text(row["completion"], "completion", i)))
+        elif "chosen" in row:
+            pair = to_pair({**row, "rejected": row.get("rejected", row["chosen"])}, i)
+            out.append(Completion(pair.prompt, pair.chosen))
+        else:
+            raise ConfigError(f"row {i} of {location!r}: completion rows need 'completion' "
+                              f"(and 'prompt'), or preference rows a 'chosen' side; its keys "
+                              f"are {sorted(row)}")
+    if not out:
+        raise ConfigError(f"{location!r} holds no completion rows")
+    return out

@@ -15,7 +15,8 @@ One step reads top to bottom:
 * rm with ``objective: likelihood``: the model stays a causal LM and learns the chosen
   completions (next-token cross-entropy on the completion's tokens and EOS, summed and divided
   by the batch's completion tokens); held-out accuracy compares the two sides' summed
-  log-likelihoods, as ``implicit_reward`` will score them.
+  log-likelihoods, as ``implicit_reward`` will score them. With ``replay_data`` a share of
+  every batch is text the base learned from, learned the same way (rehearsal).
 """
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ from ..runtime.sampling import EpochSampler
 from ..runtime.schedule import lr_factor
 from ..runtime.steps import Every, run_steps
 from . import encoding, evaluation
-from .data import Pair, Solution, read_pairs, read_solutions
+from .data import Completion, Pair, Solution, read_completions, read_pairs, read_solutions
 from .loading import resolve_device_dtype, write_sidecar
 from .process_reward import encode_steps
 from .train_config import RewardTrainConfig
@@ -104,6 +105,9 @@ class RewardTrainer:
         self.eval_rows = eval_rows
         self.eval_examples = [self.encode(r, training=False) for r in eval_rows]
         self.sampler = EpochSampler(self.train_examples, seed=cfg.seed)
+        self.replay_sampler = EpochSampler(
+            [self._encode_replay(r) for r in read_completions(cfg.replay_data)],
+            seed=cfg.seed + 1, what="replay rows") if cfg.replay_data else None
         params = [p for p in self.model.parameters() if p.requires_grad]
         self.params = params
         self.optimizer = torch.optim.AdamW(params, lr=cfg.learning_rate,
@@ -240,16 +244,26 @@ class RewardTrainer:
     def _encode_likelihood(self, row: Pair, plain: bool) -> PairExample:
         """Both sides as ``implicit_reward`` reads them, with where each completion starts;
         past ``max_length`` the prompt keeps its start and the completion its end."""
-        cfg, sides, starts = self.cfg, [], []
-        for completion in (row.chosen, row.rejected):
-            prefix, full = encoding.render(self.tokenizer, row.prompt, completion,
-                                           cfg.chat_template, cfg.plain_format)
-            ids, _, first = encoding.encode_with_completion_start(self.tokenizer, prefix, full,
-                                                                  plain)
-            cut = encoding.truncate(ids, first, cfg.max_length)
-            sides.append(cut.ids)
-            starts.append(max(1, min(int(cut.prompt_tokens or 0), len(cut.ids) - 1)))
-        return PairExample(sides[0], sides[1], row.margin, starts=(starts[0], starts[1]))
+        (chosen, c_start), (rejected, r_start) = (
+            self._likelihood_side(row.prompt, completion, plain)
+            for completion in (row.chosen, row.rejected))
+        return PairExample(chosen, rejected, row.margin, starts=(c_start, r_start))
+
+    def _likelihood_side(self, prompt: Any, completion: Any, plain: bool
+                         ) -> tuple[list[int], int]:
+        """One prompt + completion's token ids and the first completion token."""
+        cfg = self.cfg
+        prefix, full = encoding.render(self.tokenizer, prompt, completion, cfg.chat_template,
+                                       cfg.plain_format)
+        ids, _, first = encoding.encode_with_completion_start(self.tokenizer, prefix, full, plain)
+        cut = encoding.truncate(ids, first, cfg.max_length)
+        return cut.ids, max(1, min(int(cut.prompt_tokens or 0), len(cut.ids) - 1))
+
+    def _encode_replay(self, row: Completion) -> PairExample:
+        """A replayed row as the likelihood loss reads a pair (only the chosen side trains)."""
+        plain = not (self.cfg.chat_template and getattr(self.tokenizer, "chat_template", None))
+        ids, start = self._likelihood_side(row.prompt, row.completion, plain)
+        return PairExample(ids, ids, 0.0, starts=(start, start))
 
     def autocast(self) -> Any:
         """Autocast forwards to the configured half dtype (a no-op in fp32)."""
@@ -302,7 +316,10 @@ class RewardTrainer:
         """One optimizer step over ``batch_size`` rows in micro-batches."""
         cfg = self.cfg
         start = time.perf_counter()
-        examples = self.sampler.next(cfg.batch_size)
+        replayed = cfg.replay_rows()
+        examples = self.sampler.next(cfg.batch_size - replayed)
+        if self.replay_sampler is not None:
+            examples += self.replay_sampler.next(replayed)
         micro = cfg.micro_batch_size or cfg.batch_size
         if self.likelihood:  # completion tokens of the batch
             denominator = float(max(1, sum(len(e.chosen) - e.starts[0] for e in examples)))
@@ -448,6 +465,8 @@ class RewardTrainer:
         state = {"step": self.step_count, "optimizer": self.optimizer.state_dict(),
                  "scheduler": self.scheduler.state_dict(), "sampler": self.sampler.state_dict(),
                  "config": self.cfg.to_dict()}
+        if self.replay_sampler is not None:
+            state["replay_sampler"] = self.replay_sampler.state_dict()
         return ckpt.save_checkpoint(self.output / "checkpoints" / f"step-{self.step_count}",
                                     self.model, self.tokenizer, state)
 
@@ -471,6 +490,8 @@ class RewardTrainer:
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
         self.sampler.load_state_dict(state["sampler"])
+        if self.replay_sampler is not None:
+            self.replay_sampler.load_state_dict(state["replay_sampler"])
         self.step_count = int(state["step"])
         ckpt.set_rng_state(state["rng"])
         self.logger.truncate_after(self.step_count)

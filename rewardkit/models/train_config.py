@@ -42,6 +42,16 @@ class RewardTrainConfig(JobConfig):
     """Held-out rows in the same format; None holds out ``eval_fraction`` of ``data``."""
     eval_fraction: float = 0.05
     """Share of ``data`` held out for evaluation when ``eval_data`` is not given (0: none)."""
+    replay_data: str | None = None
+    """rm with ``objective: likelihood``: text the base already learned from, mixed into every
+    batch so that training on narrow reward data does not overwrite what the base knew beyond
+    it (rehearsal, Robins 1995; the pretraining mix of InstructGPT's PPO-ptx, Ouyang et al.
+    2022). Rows with ``prompt`` and ``completion`` (TRL's prompt-completion format), or
+    preference rows, whose ``chosen`` side is used. Learned like the chosen completions (loss on
+    the completion only); never evaluated on."""
+    replay_fraction: float = 0.5
+    """With ``replay_data``: the share of each batch's rows drawn from it (rounded to whole
+    rows; the rest are reward data)."""
     output_dir: str = "runs/rm"
     """Checkpoints, metrics.jsonl, plots and ``final/`` (loadable by ``reward_model`` /
     ``process_reward`` and ``from_pretrained``)."""
@@ -161,6 +171,16 @@ class RewardTrainConfig(JobConfig):
         if self.objective == "likelihood" and self.center_rewards_coefficient:
             raise ConfigError("center_rewards_coefficient belongs to the bradley_terry "
                               "objective; drop it with objective: likelihood")
+        if self.replay_data:
+            if self.objective != "likelihood":
+                raise ConfigError("replay_data is learned as language-model text, which only "
+                                  "objective: likelihood trains on; drop it, or set objective: "
+                                  "likelihood")
+            replayed = self.replay_rows()
+            if not 0 < replayed < self.batch_size:
+                raise ConfigError(f"replay_fraction {self.replay_fraction} of batch_size "
+                                  f"{self.batch_size} gives {replayed} replayed rows a batch; "
+                                  "pick a share that leaves at least one row of each kind")
         choice("layout", self.layout, PRM_LAYOUTS)
         choice("lr_schedule", self.lr_schedule, SCHEDULES)
         choice("ensemble_form", self.ensemble_form, ENSEMBLE_FORMS)
@@ -204,3 +224,6 @@ class RewardTrainConfig(JobConfig):
             raise ConfigError("plain_format must contain {completion} (and usually {prompt})")
         return self
 
+    def replay_rows(self) -> int:
+        """Rows of each batch drawn from ``replay_data`` (0 without it)."""
+        return round(self.batch_size * self.replay_fraction) if self.replay_data else 0
