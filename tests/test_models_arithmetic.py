@@ -59,3 +59,36 @@ def test_streams_give_exactly_n_rows_and_positions_follow_the_spec():
     assert {r["slip_position"] for r in rows} == {0, 1, 2}
     assert arithmetic.Spec(start=(1, 30), addend_digits=(1,)).slip_positions() == (0, 1)
     assert arithmetic.SLICES["units_slip"].slip_positions() == (0,)
+
+
+def _ops(solution: str) -> str:
+    steps = solution.split("\n")
+    return "+".join([steps[0].split("+")[0]] + [s.split("=")[0].split("+")[1] for s in steps])
+
+
+def test_the_replay_file_holds_none_of_the_held_out_or_training_problems(tmp_path):
+    """build.py --replay-rows: right solutions of the lm base's own problems, none shared with
+    any other file (so replaying it never shows a held-out problem)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    build = Path(__file__).resolve().parents[1] / "data" / "learned" / "build.py"
+    subprocess.run([sys.executable, str(build), "--out", str(tmp_path), "--train", "300",
+                    "--test", "40", "--no-base", "--lm-spec", "broad", "--lm-problems", "500",
+                    "--replay-rows", "200"], check=True, capture_output=True)
+    replay = [json.loads(line) for line in open(tmp_path / "lm_replay.jsonl")]
+    assert len(replay) == 200 and set(replay[0]) == {"prompt", "completion"}
+    others = set()
+    for name in ("rm_train", "rm_test", "rm_slices"):
+        others |= {_ops(json.loads(line)["chosen"]) for line in open(tmp_path / f"{name}.jsonl")}
+    for name in ("prm_train", "prm_test", "prm_slices"):
+        others |= {_ops("\n".join(json.loads(line)["completions"]))
+                   for line in open(tmp_path / f"{name}.jsonl")}
+    keys = [_ops(r["completion"]) for r in replay]
+    assert not set(keys) & others
+    for r in replay:  # the completion is the prompt's right worked solution
+        ops = [int(x) for x in _ops(r["completion"]).split("+")]
+        assert r["completion"] == "\n".join(arithmetic.solve(ops))
+    # the broad spec: first numbers past the training data's 99 are in it
+    assert max(int(k.split("+")[0]) for k in keys) > 99

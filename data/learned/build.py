@@ -15,6 +15,9 @@ Writes, with no problem shared between any two files (each file draws its own pr
                                       for the ``implicit_reward`` (its own log-likelihood); with
                                       OMP_NUM_THREADS=1 the shipped one rebuilds byte for byte
                                       (another thread count may change the last bits)
+  lm_replay.jsonl                     with --replay-rows N: the first N of the problems lm_base/
+                                      learned from, as prompt-completion rows (``train rm``'s
+                                      ``replay_data``; written with --no-base too, in seconds)
 See rewardkit/models/arithmetic.py for how solutions and slips are made and why.
 """
 from __future__ import annotations
@@ -61,6 +64,9 @@ def main() -> None:
                         help="right worked solutions lm_base/ is trained on")
     parser.add_argument("--lm-steps", type=int, default=2000,
                         help="training steps of lm_base/ (128 solutions each)")
+    parser.add_argument("--replay-rows", type=int, default=0,
+                        help="also write lm_replay.jsonl: the first N problems lm_base/ learned "
+                             "from, with their right worked solutions (0: none)")
     parser.add_argument("--lm-spec", choices=sorted(arithmetic.LM_SPECS), default="train",
                         help="which problems lm_base/ learns from (rewardkit.models.arithmetic."
                              "LM_SPECS): train (default, the reward data's distribution; every "
@@ -94,13 +100,16 @@ def main() -> None:
     write_jsonl(prm_test, args.out / "prm_test.jsonl")
     write_jsonl(rm_rows, args.out / "rm_slices.jsonl")
     write_jsonl(prm_rows, args.out / "prm_slices.jsonl")
+    # drawn after every other file's problems, so it shares none of them
+    lm_problems = arithmetic.make_problems(args.lm_problems, arithmetic.LM_SPECS[args.lm_spec],
+                                           s + 50, seen)
+    if args.replay_rows:
+        write_jsonl([{"prompt": pb.prompt, "completion": "\n".join(arithmetic.solve(pb.ops))}
+                     for pb in lm_problems[:args.replay_rows]], args.out / "lm_replay.jsonl")
     if not args.no_base:
         arithmetic.make_base(args.out / "base")
-        # drawn after every other file's problems, so it shares none of them
-        build_lm_base(args.out / "lm_base", args.out / "base",
-                      arithmetic.make_problems(args.lm_problems,
-                                               arithmetic.LM_SPECS[args.lm_spec], s + 50, seen),
-                      args.lm_steps, s, args.lm_spec)
+        build_lm_base(args.out / "lm_base", args.out / "base", lm_problems, args.lm_steps, s,
+                      args.lm_spec)
     print(f"wrote {args.train} training rows per task, {n} held-out in distribution and "
           f"{len(slices)} held-out slices of {n} to {args.out}")
 
