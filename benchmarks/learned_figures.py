@@ -220,35 +220,46 @@ def _implicit_cells(entry: dict[str, Any], slice_name: str) -> tuple[str, str]:
             f"{_implicit_value(entry, slice_name, 'prm'):.3f}")
 
 
+def _implicit_label(name: str, entry: dict[str, Any], base_names: dict[str, str]) -> str:
+    """How a row of the implicit tables names its model: a base by its name, a trained entry
+    by its trainer, the base it started from, a recipe other than the shipped one and its
+    seed count."""
+    runs = len(entry.get("seeds", {}))
+    if not runs:
+        return f"`{name}`"
+    start = base_names.get(entry.get("base"), entry.get("base"))
+    recipe_note = (f" with `{entry['recipe_file']}`"
+                   if entry.get("recipe_file", LIKELIHOOD_RECIPE) != LIKELIHOOD_RECIPE else "")
+    if name == "trl_sft":
+        return f"TRL SFTTrainer, {runs} seeds"
+    if name.startswith("trl_sft_"):
+        return f"TRL SFTTrainer from `{start}`{recipe_note}, {runs} seeds"
+    if name.startswith("likelihood_"):
+        return f"`train rm` likelihood from `{start}`{recipe_note}, {runs} seeds"
+    return f"`train rm` likelihood, {runs} seeds"
+
+
 def render_implicit_table(figures: dict[str, Any]) -> str:
-    """Per slice and per model read by ``implicit_reward``: pair accuracy and ProcessBench F1
-    (the step threshold picked on training rows). A single model shows its 95% bootstrap
-    interval; a trained entry the mean (min–max) over its seeds."""
+    """Two tables with a row per model read by ``implicit_reward`` and a column per slice:
+    pair accuracy, then ProcessBench F1 (the step threshold picked on training rows). A single
+    model shows its pair accuracy's 95% bootstrap interval; a trained entry the mean (min–max)
+    over its seeds."""
     models = figures.get("implicit", {})
+    if not models:
+        return ""
     base_names = {entry["base"]: name for name, entry in models.items() if "seeds" not in entry}
-    head, rule = "| slice |", "|---|"
-    for name, entry in models.items():
-        runs = len(entry.get("seeds", {}))
-        start = base_names.get(entry.get("base"), entry.get("base"))
-        recipe_note = (f" with `{entry['recipe_file']}`"
-                       if entry.get("recipe_file", LIKELIHOOD_RECIPE) != LIKELIHOOD_RECIPE else "")
-        label = (f"TRL SFTTrainer, {runs} seeds" if name == "trl_sft" else
-                 f"TRL SFTTrainer from `{start}`{recipe_note}, {runs} seeds"
-                 if name.startswith("trl_sft_") else
-                 f"`train rm` likelihood from `{start}`{recipe_note}, {runs} seeds"
-                 if name.startswith("likelihood_") else
-                 f"`train rm` likelihood, {runs} seeds" if runs else f"`{name}`")
-        head += f" RM accuracy, {label} | PRM F1, {label} |"
-        rule += "---|---|"
-    rows = [head, rule]
-    slices = [s for s in figures["heuristics"]["rm"] if s != "overall"] if models else []
-    for s in slices + ["overall"]:
-        line = f"| {'**all slices**' if s == 'overall' else s} |"
-        for entry in models.values():
-            acc, f1 = _implicit_cells(entry, s)
-            line += f" {acc} | {f1} |"
-        rows.append(line)
-    return "\n".join(rows)
+    slices = [s for s in figures["heuristics"]["rm"] if s != "overall"] + ["overall"]
+    head = "| model | " + " | ".join("**all slices**" if s == "overall" else s
+                                     for s in slices) + " |"
+    rows: list[str] = []
+    for title, column in (("Pair accuracy", 0), ("PRM F1", 1)):
+        rows += [f"**{title}**", "", head, "|---|" + "---|" * len(slices)]
+        for name, entry in models.items():
+            cells = (_implicit_cells(entry, s)[column] for s in slices)
+            rows.append(f"| {_implicit_label(name, entry, base_names)} | " + " | ".join(cells)
+                        + " |")
+        rows.append("")
+    return "\n".join(rows[:-1])
 
 
 def evaluated(model: Path, data: str, summarize: Any, seconds: float) -> dict[str, Any]:

@@ -19,6 +19,14 @@ def recipe(name: str = "recipe.yaml") -> dict[str, Any]:
     return dict(read_config_file(DATA / name)["train"])
 
 
+def runnable(options: dict[str, Any]) -> dict[str, Any]:
+    """A recipe's options with a relative ``replay_data`` read from the repository's root,
+    where the recipes' commands run."""
+    if options.get("replay_data"):
+        return {**options, "replay_data": str(ROOT / options["replay_data"])}
+    return options
+
+
 LIKELIHOOD_RECIPE = "recipe_likelihood.yaml"
 """``train rm`` with ``objective: likelihood`` (the base learns the chosen completions)."""
 
@@ -37,7 +45,7 @@ def train_rewardkit(task: str, seed: int, out: Path, steps: int | None,
     final = out / "final"
     if (final / "config.json").is_file():
         return final, _seconds(out)
-    options = {**recipe(recipe_file), "task": task, "seed": seed, "output_dir": str(out),
+    options = {**runnable(recipe(recipe_file)), "task": task, "seed": seed, "output_dir": str(out),
                "model": str(base),
                "data": str(SETTINGS["train_data"] / f"{task}_train.jsonl"),
                "eval_data": str(DATA / f"{task}_test.jsonl"), "device": SETTINGS["device"],
@@ -119,12 +127,20 @@ def train_trl_sft(seed: int, out: Path, recipe_file: str = LIKELIHOOD_RECIPE,
 
     from rewardkit.models.loading import write_sidecar
 
-    r = recipe(recipe_file)
+    r = runnable(recipe(recipe_file))
     tok = AutoTokenizer.from_pretrained(base)
     model = AutoModelForCausalLM.from_pretrained(base)
     data = load_dataset("json", data_files=str(SETTINGS["train_data"] / "rm_train.jsonl"),
                         split="train")
     data = data.rename_column("chosen", "completion").select_columns(["prompt", "completion"])
+    if r.get("replay_data"):  # the same share of replayed rows, drawn as datasets mixes sets
+        from datasets import interleave_datasets
+
+        share = r.get("replay_fraction", 0.5)
+        replay = load_dataset("json", data_files=r["replay_data"], split="train")
+        data = interleave_datasets([data, replay.select_columns(["prompt", "completion"])],
+                                   probabilities=[1 - share, share], seed=seed,
+                                   stopping_strategy="all_exhausted")
     gpu = SETTINGS["device"] != "cpu"
     args = SFTConfig(
         output_dir=str(out), per_device_train_batch_size=r["batch_size"],
