@@ -38,7 +38,9 @@ DEFAULT_MODELS = {"classifier (train rm, seed 0)": RUNS / "rm_seed0" / "final",
                   "TRL SFTTrainer (seed 0)": RUNS / "trl_sft_seed0" / "final",
                   "lm_base": DATA / "lm_base",
                   "train rm likelihood from the broad base (seed 0)":
-                      RUNS / "likelihood_lm_base_broad_seed0" / "final"}
+                      RUNS / "likelihood_lm_base_broad_seed0" / "final",
+                  "train rm likelihood from the broad base, replay recipe (seed 0)":
+                      RUNS / "likelihood_lm_base_broad_replay_seed0" / "final"}
 KINDS = ("carry_dropped", "transposed", "operand_miscopied", "operand_skipped", "off_by_one")
 
 
