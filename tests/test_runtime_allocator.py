@@ -50,7 +50,9 @@ def test_retained_memory_is_reused_without_page_faults():
     assert retained["outcome"] == "applied"
     pages = 20 * 12 * (4 << 20) // 4096
     assert left["faults"] > pages // 2          # glibc as shipped: every block faults back in
-    assert retained["faults"] < pages // 20     # retained: the pages are reused
+    # retained: the pages are reused. The measured thread may be given an arena of its own, whose
+    # first round then faults its 12 blocks in once (pages // 20); every later round reuses them.
+    assert retained["faults"] < pages // 10
 
 
 def test_the_environment_switch_leaves_the_allocator_alone():
