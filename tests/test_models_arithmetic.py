@@ -92,3 +92,21 @@ def test_the_replay_file_holds_none_of_the_held_out_or_training_problems(tmp_pat
         assert r["completion"] == "\n".join(arithmetic.solve(ops))
     # the broad spec: first numbers past the training data's 99 are in it
     assert max(int(k.split("+")[0]) for k in keys) > 99
+
+
+def test_the_shipped_data_files_are_what_build_py_writes(tmp_path):
+    """Every shipped reward and held-out file, and the broad base's replay file, come out of
+    ``build.py`` byte for byte (the figures in docs/learned.md were measured on them)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    learned = Path(__file__).resolve().parents[1] / "data" / "learned"
+    subprocess.run([sys.executable, str(learned / "build.py"), "--out", str(tmp_path),
+                    "--no-base", "--lm-spec", "broad", "--replay-rows", "10000"],
+                   check=True, capture_output=True)
+    for name in ("rm_train", "rm_test", "rm_slices", "prm_train", "prm_test", "prm_slices"):
+        assert (tmp_path / f"{name}.jsonl").read_bytes() == \
+            (learned / f"{name}.jsonl").read_bytes(), name
+    assert (tmp_path / "lm_replay.jsonl").read_bytes() == \
+        (learned / "broad" / "lm_replay.jsonl").read_bytes()
