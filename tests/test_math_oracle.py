@@ -37,14 +37,16 @@ _DELIMITED = re.compile(r"^\s*(?:\$\$?|\\\(|\\\[)(.*?)(?:\$\$?|\\\)|\\\])\s*$", 
 
 def _suite_scores(math_verifier, rows: list[dict], preset: str) -> list[float]:
     """Math-Verify's suite as its benchmark runs it: a bare answer boxed, the case's precision as
-    ``rel_tol``."""
+    ``rel_tol``, and Math-Verify's own 5-second budget as ``timeout``: this measures the rules,
+    not the time limit (a few cases, e.g. sums of products, need about a CPU second; on a slow
+    machine they passed the default 1 s and scored 0 with reason ``timeout``)."""
     cases = []
     for r in rows:
         text = r["prediction"]
         if r["bare"]:
             m = _DELIMITED.match(text)
             text = "\\boxed{" + (m.group(1) if m else text).replace("$", " ").strip() + "}"
-        cases.append(dict(r, completion=text, options={"rel_tol": r["rel_tol"]}))
+        cases.append(dict(r, completion=text, options={"rel_tol": r["rel_tol"], "timeout": 5.0}))
     return _scores(math_verifier, cases, preset)
 
 
