@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import collections
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -12,6 +15,15 @@ pytest.importorskip("torch")
 from rewardkit.models import arithmetic  # noqa: E402
 from rewardkit.models.data import read_pairs  # noqa: E402
 from rewardkit.models.heuristics import pair_heuristics  # noqa: E402
+
+LEARNED = Path(__file__).resolve().parents[1] / "data" / "learned"
+
+
+def _build(out: Path, *args: str) -> None:
+    """``data/learned/build.py`` into ``out``: the data files and the broad base's problems,
+    without training a base."""
+    subprocess.run([sys.executable, str(LEARNED / "build.py"), "--out", str(out), "--no-base",
+                    "--lm-spec", "broad", *args], check=True, capture_output=True)
 
 
 def _rows(name: str, n: int = 600, seed: int = 0) -> list[dict]:
@@ -69,14 +81,8 @@ def _ops(solution: str) -> str:
 def test_the_replay_file_holds_none_of_the_held_out_or_training_problems(tmp_path):
     """build.py --replay-rows: right solutions of the lm base's own problems, none shared with
     any other file (so replaying it never shows a held-out problem)."""
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    build = Path(__file__).resolve().parents[1] / "data" / "learned" / "build.py"
-    subprocess.run([sys.executable, str(build), "--out", str(tmp_path), "--train", "300",
-                    "--test", "40", "--no-base", "--lm-spec", "broad", "--lm-problems", "500",
-                    "--replay-rows", "200"], check=True, capture_output=True)
+    _build(tmp_path, "--train", "300", "--test", "40", "--lm-problems", "500", "--replay-rows",
+           "200")
     replay = [json.loads(line) for line in open(tmp_path / "lm_replay.jsonl")]
     assert len(replay) == 200 and set(replay[0]) == {"prompt", "completion"}
     others = set()
@@ -97,16 +103,9 @@ def test_the_replay_file_holds_none_of_the_held_out_or_training_problems(tmp_pat
 def test_the_shipped_data_files_are_what_build_py_writes(tmp_path):
     """Every shipped reward and held-out file, and the broad base's replay file, come out of
     ``build.py`` byte for byte (the figures in docs/learned.md were measured on them)."""
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    learned = Path(__file__).resolve().parents[1] / "data" / "learned"
-    subprocess.run([sys.executable, str(learned / "build.py"), "--out", str(tmp_path),
-                    "--no-base", "--lm-spec", "broad", "--replay-rows", "10000"],
-                   check=True, capture_output=True)
+    _build(tmp_path, "--replay-rows", "10000")
     for name in ("rm_train", "rm_test", "rm_slices", "prm_train", "prm_test", "prm_slices"):
         assert (tmp_path / f"{name}.jsonl").read_bytes() == \
-            (learned / f"{name}.jsonl").read_bytes(), name
+            (LEARNED / f"{name}.jsonl").read_bytes(), name
     assert (tmp_path / "lm_replay.jsonl").read_bytes() == \
-        (learned / "broad" / "lm_replay.jsonl").read_bytes()
+        (LEARNED / "broad" / "lm_replay.jsonl").read_bytes()
