@@ -24,7 +24,7 @@ from rewardkit.integrations.remote import RemoteRewardError
 from rewardkit.server import RewardSource, ServerSettings
 from rewardkit.server.testing import running_server
 from tests.conftest import alive, descendants
-from tests.test_server_faults import _metric, _settings  # one reward "r"; a metric's value
+from tests.test_server_faults import _metric, _settings, _wait_until  # reward "r"
 
 pytest.importorskip("fastapi")
 
@@ -164,6 +164,96 @@ def test_a_body_that_trickles_past_its_deadline_gets_408():
             reply = s.recv(4096).decode()
         assert reply.startswith("HTTP/1.1 408"), reply
         assert "body_timeout_s" in reply
+
+
+def _refusal(s: socket.socket) -> tuple[int, dict, bytes]:
+    """Status, JSON body and raw head of the one reply on a raw connection."""
+    s.settimeout(10)
+    reply = b""
+    while b"\r\n\r\n" not in reply or not reply.endswith(b"}"):
+        data = s.recv(4096)
+        if not data:
+            break
+        reply += data
+    head, _, body = reply.partition(b"\r\n\r\n")
+    return int(head.split()[1]), json.loads(body), head.lower()
+
+
+def test_oversized_headers_get_431_and_are_not_buffered():
+    with running_server(_settings(max_header_bytes=8192)) as (url, _):
+        with socket.create_connection(("127.0.0.1", _port(url)), 10) as s:
+            s.sendall(b"GET /health HTTP/1.1\r\nHost: t\r\nX-Big: " + b"a" * 6000)
+            time.sleep(0.2)
+            s.sendall(b"a" * 6000)  # past 8 KiB, headers still not complete
+            status, body, head = _refusal(s)
+        assert status == 431 and "max_header_bytes" in body["error"], body
+        assert b"connection: close" in head
+        assert _metric(url, 'rewardkit_connections_refused_total{reason='
+                            '"headers_too_large"}') == 1
+        # A header of 128 MB is not taken in: the connection is cut within a few MB (the
+        # kernel's socket buffers), where uvicorn's httptools parser kept every byte.
+        sent = 0
+        with socket.create_connection(("127.0.0.1", _port(url)), 10) as s:
+            s.sendall(b"GET /health HTTP/1.1\r\nHost: t\r\nX-Big: ")
+            chunk = b"a" * 65536
+            with pytest.raises(OSError):
+                while sent < 128 * 2**20:
+                    s.sendall(chunk)
+                    sent += len(chunk)
+        assert sent < 32 * 2**20, sent
+        # Headers under the bound are served.
+        r = httpx.post(url + "/v1/score", headers={"x-fine": "b" * 6000}, timeout=10,
+                       json={"samples": [{"completion": "a", "reference": "a"}]})
+        assert r.json()["scores"][0]["value"] == 1.0
+
+
+def _holding_a_body(port: int, declared: int) -> socket.socket:
+    """A connection that declared ``declared`` body bytes and sent some of them."""
+    s = socket.create_connection(("127.0.0.1", port), 10)
+    s.sendall(b"POST /v1/score HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+              b"Content-Length: %d\r\n\r\n{\"samples\": [" % declared)
+    return s
+
+
+def test_bodies_held_at_once_are_bounded_over_all_connections():
+    settings = _settings(max_body_bytes=100_000, max_inflight_body_bytes=250_000)
+    with running_server(settings) as (url, _):
+        held = [_holding_a_body(_port(url), 100_000) for _ in range(2)]
+        try:
+            _wait_until(lambda: _metric(url, "rewardkit_inflight_body_bytes") == 200_000)
+            # A third body of 100 kB would pass 250 kB: refused from its Content-Length.
+            with _holding_a_body(_port(url), 100_000) as third:
+                status, body, head = _refusal(third)
+            assert status == 503 and "max_inflight_body_bytes" in body["error"], body
+            assert b"retry-after: 1" in head
+            # One sent without a length (chunked) is refused once it passes the budget.
+            def chunks():
+                for _ in range(10):
+                    yield b" " * 10_000
+                yield b'{"samples": []}'
+            r = httpx.post(url + "/v1/score", content=chunks(), timeout=30,
+                           headers={"content-type": "application/json"})
+            assert r.status_code == 503, r.text
+            # A small request still fits.
+            r = httpx.post(url + "/v1/score", json={"samples": [
+                {"completion": "a", "reference": "a"}]}, timeout=30)
+            assert r.json()["scores"][0]["value"] == 1.0
+        finally:
+            for s in held:
+                s.close()
+        # Bodies given up by their clients are released; a large request is served again.
+        _wait_until(lambda: _metric(url, "rewardkit_inflight_body_bytes") == 0)
+        big = {"samples": [{"completion": "a" * 80_000, "reference": "a"}]}
+        assert httpx.post(url + "/v1/score", json=big, timeout=30).status_code == 200
+        assert _metric(url, 'rewardkit_rejected_requests_total{reason="bodies_in_flight"}') == 2
+
+
+def test_the_body_budget_holds_at_least_one_body_of_the_largest_size():
+    with pytest.raises(rewardkit.ConfigError, match="max_inflight_body_bytes"):
+        _settings(max_body_bytes=1000, max_inflight_body_bytes=999)
+    assert _settings().inflight_body_budget == 256 * 2**20
+    # `--max-body-mb 300` alone: the unset budget follows it instead of refusing to start.
+    assert _settings(max_body_bytes=300 * 2**20).inflight_body_budget == 300 * 2**20
 
 
 def test_sigkill_of_the_server_takes_its_helper_processes_with_it(tmp_path):
@@ -386,6 +476,11 @@ def test_every_documented_status_code():
             assert r.json()["error"], r.text
             seen.add(r.status_code)
         status, body = trickle()
+        assert body["error"]
+        seen.add(status)
+        with socket.create_connection(("127.0.0.1", _port(url)), 10) as s:
+            s.sendall(b"GET /health HTTP/1.1\r\nX: " + b"a" * 70_000)  # past 64 KiB
+            status, body, _ = _refusal(s)
         assert body["error"]
         seen.add(status)
         health = degraded()

@@ -339,7 +339,8 @@ def create_app(settings: ServerSettings) -> FastAPI:
     app.add_middleware(GuardMiddleware, token=settings.token,
                        max_body_bytes=settings.max_body_bytes, metrics=state.metrics,
                        max_request_samples=settings.max_request_samples,
-                       body_timeout_s=settings.body_timeout_s)
+                       body_timeout_s=settings.body_timeout_s,
+                       max_inflight_body_bytes=settings.inflight_body_budget)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:

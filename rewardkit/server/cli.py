@@ -125,10 +125,12 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     app = create_app(settings)
     metrics = app.state.rewardkit.metrics
     protocol = guarded_protocol(settings.header_timeout_s, settings.max_connections_per_client,
-                                lambda reason: metrics.connections_refused.labels(reason).inc())
+                                lambda reason: metrics.connections_refused.labels(reason).inc(),
+                                settings.max_header_bytes)
     # uvicorn stops accepting on SIGTERM/SIGINT, finishes the requests in flight (up to
     # --graceful-timeout), then runs the app's shutdown, which drains the batchers.
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, http=protocol,
+                h11_max_incomplete_event_size=settings.max_header_bytes,
                 timeout_graceful_shutdown=args.graceful_timeout, access_log=False)
     return 0
 

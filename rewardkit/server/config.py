@@ -38,6 +38,10 @@ DEFAULT_NAME = "default"
 TOKEN_ENV = "REWARDKIT_TOKEN"
 
 
+DEFAULT_INFLIGHT_BODY_BYTES = 256 * 1024 * 1024
+"""``max_inflight_body_bytes`` when unset: eight bodies of the default ``max_body_bytes``."""
+
+
 @dataclass(frozen=True)
 class RewardSource:
     """How to build one served reward: a registered name / import path with options, or a
@@ -163,6 +167,13 @@ class ServerSettings:
         header_timeout_s: a connection must send a request's headers within this time.
         body_timeout_s: a scoring request's body must arrive within this time (else 408).
         max_connections_per_client: connections one client address may hold at once.
+        max_header_bytes: most bytes of a request's line and headers (more: 431, and the
+            connection is closed).
+        max_inflight_body_bytes: most bytes of scoring request bodies held at once, over all
+            connections (a request that would pass it: 503 with ``Retry-After``). A body is
+            held from its first byte until its reply is sent, and its parsed samples take a
+            few times its size, so this bounds the memory requests can take together, where
+            ``max_body_bytes`` bounds one. Unset: 256 MiB, or ``max_body_bytes`` if larger.
     """
 
     rewards: Mapping[str, RewardSource]
@@ -183,6 +194,8 @@ class ServerSettings:
     header_timeout_s: float = 10.0
     body_timeout_s: float = 60.0
     max_connections_per_client: int = 256
+    max_header_bytes: int = 64 * 1024
+    max_inflight_body_bytes: int | None = None
 
     def __post_init__(self) -> None:
         if not self.rewards:
@@ -192,10 +205,21 @@ class ServerSettings:
                               f"{sorted(self.rewards)}")
         for name in ("max_batch_samples", "concurrency", "max_queue_samples",
                      "max_request_samples", "max_body_bytes", "idempotency_cache",
-                     "idempotency_cache_bytes", "max_connections_per_client"):
+                     "idempotency_cache_bytes", "max_connections_per_client",
+                     "max_header_bytes"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"serve.{name} must be a positive integer, got {value!r}")
+        value = self.max_inflight_body_bytes
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                  or value < 1):
+            raise ConfigError(f"serve.max_inflight_body_bytes must be a positive integer, got "
+                              f"{value!r}")
+        if self.inflight_body_budget < self.max_body_bytes:
+            raise ConfigError(f"serve.max_inflight_body_bytes ({self.max_inflight_body_bytes}) "
+                              f"is below serve.max_body_bytes ({self.max_body_bytes}): a request "
+                              "of the largest allowed size could never be served; raise it or "
+                              "lower max_body_bytes")
         if self.workers != "auto" and (isinstance(self.workers, bool) or
                                        not isinstance(self.workers, int) or self.workers < 0):
             raise ConfigError(f"serve.workers must be 'auto', 0 (threads) or a positive "
@@ -211,6 +235,14 @@ class ServerSettings:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
                 raise ConfigError(f"serve.{name} must be a number >= 0, got {value!r}")
+
+    @property
+    def inflight_body_budget(self) -> int:
+        """``max_inflight_body_bytes``, or when unset 256 MiB (or ``max_body_bytes``, if that is
+        larger: one body of the largest allowed size always fits)."""
+        if self.max_inflight_body_bytes is not None:
+            return self.max_inflight_body_bytes
+        return max(DEFAULT_INFLIGHT_BODY_BYTES, self.max_body_bytes)
 
     def workers_for(self, source: RewardSource) -> int:
         """Worker processes of one reward: ``workers``, or under ``auto`` one for a reward

@@ -1,5 +1,6 @@
 """Limits enforced before a request reaches its handler: bearer token, body size, body read
-time, and a pre-scan of a scoring request's body (UTF-8, depth, number of samples).
+time, the bytes of scoring bodies held at once over all connections, and a pre-scan of a
+scoring request's body (UTF-8, depth, number of samples).
 
 Written as a plain ASGI middleware (not Starlette's ``BaseHTTPMiddleware``) so that it can refuse
 a request from its headers alone, before a byte of an oversized body is read, and so that it
@@ -63,13 +64,20 @@ class GuardMiddleware:
 
     def __init__(self, app: ASGIApp, *, token: str | None, max_body_bytes: int,
                  metrics: ServerMetrics, max_request_samples: int = 8192,
-                 body_timeout_s: float = 60.0) -> None:
+                 body_timeout_s: float = 60.0,
+                 max_inflight_body_bytes: int | None = None) -> None:
         self.app = app
         self.token = token
         self.max_body_bytes = max_body_bytes
         self.max_request_samples = max_request_samples
         self.body_timeout_s = body_timeout_s
         self.metrics = metrics
+        # One request's limit bounds one body; this bounds them all together: a few hundred
+        # connections each sending a body just under max_body_bytes would otherwise hold
+        # hundreds of times that (32 bodies of 30 MB took a server to 3 GB).
+        self.max_inflight_body_bytes = (max_inflight_body_bytes if max_inflight_body_bytes
+                                        is not None else 16 * max_body_bytes)
+        self.inflight_body_bytes = 0
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -101,17 +109,25 @@ class GuardMiddleware:
                              [(b"www-authenticate", b"Bearer")])
             return
         limit = self.max_body_bytes
+        declared: int | None = None
         for name, value in headers:
             if name == b"content-length":
                 try:
-                    declared = int(value)
+                    declared = max(0, int(value))
                 except ValueError:
                     declared = 0
                 if declared > limit:
                     await self._too_large(send, declared)
                     return
         if path in SCORING_PATHS and scope.get("method") == "POST":
-            await self._read_checked(scope, receive, send)
+            held = _BodyBudget(self, declared if declared is not None else 0)
+            try:
+                if not held.ok:
+                    await self._busy(send)
+                    return
+                await self._read_checked(scope, receive, send, held)
+            finally:
+                held.release()
             return
         received = 0
 
@@ -127,9 +143,11 @@ class GuardMiddleware:
 
         await self.app(scope, limited_receive, send)
 
-    async def _read_checked(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Read the whole body (bounded in bytes and time), pre-scan it, then run the app on it;
-        later ``receive`` calls go to the client's (so a disconnect is still seen)."""
+    async def _read_checked(self, scope: Scope, receive: Receive, send: Send,
+                            held: "_BodyBudget") -> None:
+        """Read the whole body (bounded in bytes and time, and by what all bodies held at once
+        may take), pre-scan it, then run the app on it; later ``receive`` calls go to the
+        client's (so a disconnect is still seen)."""
         chunks: list[bytes] = []
         size = 0
         deadline = time.monotonic() + self.body_timeout_s
@@ -148,6 +166,9 @@ class GuardMiddleware:
             size += len(chunk)
             if size > self.max_body_bytes:
                 await self._too_large(send, size)
+                return
+            if not held.grow(size):  # a body longer than declared, or sent without a length
+                await self._busy(send)
                 return
             chunks.append(chunk)
             if not message.get("more_body", False):
@@ -169,10 +190,48 @@ class GuardMiddleware:
 
         await self.app(scope, replay, send)
 
+    async def _busy(self, send: Send) -> None:
+        self.metrics.rejected.labels("bodies_in_flight").inc()
+        await _send_json(send, 503, _error(
+            f"the server holds {self.inflight_body_bytes} bytes of request bodies, near its "
+            f"limit of {self.max_inflight_body_bytes} (serve.max_inflight_body_bytes); retry "
+            "after a second, or send smaller requests"),
+            [(b"retry-after", b"1"), (b"connection", b"close")])
+
     async def _too_large(self, send: Send, size: int) -> None:
         self.metrics.rejected.labels("body_too_large").inc()
         await _send_json(send, 413, _error(_too_large_message(size, self.max_body_bytes)),
                          [(b"connection", b"close")])
+
+
+class _BodyBudget:
+    """The bytes one scoring request holds of :attr:`GuardMiddleware.max_inflight_body_bytes`:
+    its declared ``Content-Length`` at once (so a request that cannot fit is refused before its
+    body is read), grown if more arrives, released when its reply has been sent."""
+
+    def __init__(self, guard: GuardMiddleware, declared: int) -> None:
+        self.guard = guard
+        self.bytes = 0
+        self.ok = self.grow(declared)
+
+    def grow(self, size: int) -> bool:
+        """Hold ``size`` bytes in all (no change when it already holds as many); False when
+        that would pass the budget."""
+        extra = size - self.bytes
+        if extra <= 0:
+            return True
+        guard = self.guard
+        if guard.inflight_body_bytes + extra > guard.max_inflight_body_bytes:
+            return False
+        guard.inflight_body_bytes += extra
+        self.bytes = size
+        guard.metrics.inflight_body_bytes.set(guard.inflight_body_bytes)
+        return True
+
+    def release(self) -> None:
+        self.guard.inflight_body_bytes -= self.bytes
+        self.bytes = 0
+        self.guard.metrics.inflight_body_bytes.set(self.guard.inflight_body_bytes)
 
 
 def _error(message: str) -> dict[str, str]:

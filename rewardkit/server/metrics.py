@@ -45,7 +45,10 @@ class ServerMetrics:
                                        "replies kept for retries", registry=r)
         self.connections_refused = Counter("rewardkit_connections_refused", "connections cut "
                                            "before a request (header_timeout, "
-                                           "too_many_connections)", ["reason"], registry=r)
+                                           "headers_too_large, too_many_connections)", ["reason"], registry=r)
+        self.inflight_body_bytes = Gauge("rewardkit_inflight_body_bytes", "bytes of scoring "
+                                         "request bodies held now (read or being answered)",
+                                         registry=r)
         self.idempotent_hits = Counter("rewardkit_idempotent_replays", "retried requests "
                                        "answered from their first attempt", registry=r)
 

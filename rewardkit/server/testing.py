@@ -25,7 +25,9 @@ def running_server(settings: ServerSettings, startup_timeout_s: float = 60.0,
     metrics = app.state.rewardkit.metrics
     uvicorn_options.setdefault("http", guarded_protocol(
         settings.header_timeout_s, settings.max_connections_per_client,
-        lambda reason: metrics.connections_refused.labels(reason).inc()))
+        lambda reason: metrics.connections_refused.labels(reason).inc(),
+        settings.max_header_bytes))
+    uvicorn_options.setdefault("h11_max_incomplete_event_size", settings.max_header_bytes)
     config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning",
                             access_log=False, **uvicorn_options)
     server = uvicorn.Server(config)
