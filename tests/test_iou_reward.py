@@ -132,6 +132,18 @@ def test_bad_samples_become_error_scores_in_a_batch():
     assert scores[4].value == 1.0
 
 
+@pytest.mark.parametrize("box, says", [
+    ([0, 0, float("nan"), 5], "not a finite number"),
+    ([0, 0, float("inf"), 5], "not a finite number"),
+    ([0, 0, 0, 0], "no area"),
+    ([10, 10, 5, 20], "no area"),   # x2 < x1: an xywh box read as xyxy
+])
+def test_a_gold_box_no_prediction_can_match_is_an_error_not_a_zero(box, says):
+    for metric in ("iou", "giou"):
+        s = _score(IoUReward(metric=metric), "[0, 0, 5, 5]", {"boxes": [[0, 0, 5, 5], box]})
+        assert not s.ok and says in s.error and "reference box 1" in s.error, s
+
+
 def test_bad_options_fail_at_build_time_with_the_choices():
     with pytest.raises(ValueError, match="mode must be one of"):
         IoUReward(mode="best")

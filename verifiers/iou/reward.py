@@ -43,6 +43,23 @@ def _image_size(value: Any, where: str) -> tuple[float, float] | None:
     return w, h
 
 
+def _refuse_unmatchable(boxes: np.ndarray, given: np.ndarray, fmt: str) -> None:
+    """A gold box no prediction can match — a coordinate that is not a finite number, or no
+    area (``x2 <= x1`` or ``y2 <= y1`` in ``xyxy``) — is a broken reference, not a prediction
+    worth the metric's lower bound: every completion of the prompt would get that value and
+    a trainer would learn from a reward that says nothing (fail closed: the Score is an
+    error)."""
+    for i, (x1, y1, x2, y2) in enumerate(boxes):
+        if not np.isfinite([x1, y1, x2, y2]).all():
+            raise RewardInputError(f"reference box {i} {given[i].tolist()} has a coordinate "
+                                   "that is not a finite number")
+        if x2 <= x1 or y2 <= y1:
+            raise RewardInputError(
+                f"reference box {i} {given[i].tolist()} has no area in format {fmt!r} "
+                "(x2 <= x1 or y2 <= y1 in xyxy): no prediction can match it; fix the data "
+                "or give the reference's format")
+
+
 def read_gold(reference: Any, metadata: Mapping[str, Any] | None) -> Gold:
     """The gold boxes of a reference ``{"boxes": [...], "labels", "format", "coords",
     "image_size"}`` (a bare list of boxes is accepted too)."""
@@ -74,6 +91,7 @@ def read_gold(reference: Any, metadata: Mapping[str, Any] | None) -> Gold:
     if labels is not None and len(labels) != len(arr):
         raise RewardInputError(f"reference has {len(arr)} boxes but {len(labels)} labels")
     boxes = to_xyxy(arr, fmt)
+    _refuse_unmatchable(boxes, arr, fmt)
     if size is not None:
         boxes = to_pixels(boxes, coords, size)
         coords = "pixel"
