@@ -87,6 +87,12 @@ def test_missing_or_bad_reference_is_an_error_score_not_a_crash(verifier):
     assert "reference" in scores[0].error and scores[0].value == 0.0
     assert "string" in scores[1].error
     assert scores[2].value == 1.0 and scores[2].ok
+    # JSON's NaN (or a missing cell read by pandas) is no gold answer, not the answer "nan"
+    # that a completion writing \boxed{nan} matched; a float infinity is the answer ∞.
+    for completion in (r"\boxed{nan}", r"\boxed{\infty}", r"\boxed{1}"):
+        s = verifier.score([Sample("q", completion, float("nan"))])[0]
+        assert not s.ok and "NaN" in s.error and s.value == 0.0, (completion, s)
+    assert verifier.score([Sample("q", r"\boxed{\infty}", float("inf"))])[0].value == 1.0
 
 
 def test_numbers_as_references_and_chat_completions(verifier):
