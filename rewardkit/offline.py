@@ -26,7 +26,7 @@ from .compose import ConfigError, read_config_file
 from .dataio import BAD_ROW_KEY, DataError, PathError, Source, count_rows, detect_format, dumps, \
     fingerprint, fingerprint_changes, get_field, read_rows, write_rows
 from .registry import load
-from .scorer import Scorer
+from .scorer import Scorer, is_missing
 from .summary import Summary
 from .console import progress_output
 from .diagnostics import config_changes, describe_changes
@@ -92,7 +92,7 @@ def row_to_sample(row: dict[str, Any], fields: Fields) -> Sample:
         except KeyError as exc:
             if fields.require_reference:
                 raise SampleError(f"{exc.args[0]} (choose it with --reference-field)") from None
-        if reference is None and fields.require_reference:
+        if is_missing(reference) and fields.require_reference:
             raise SampleError(f"field {fields.reference!r} is null in this row (no reference)")
     sample = Sample(prompt, completion, reference, row)
     problem = sample.problem

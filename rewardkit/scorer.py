@@ -191,12 +191,24 @@ class FunctionScorer(Scorer):
         return _as_score(out, self.error_value)
 
 
+def is_missing(value: Any) -> bool:
+    """None, or a float NaN: JSON's ``NaN``, or a missing cell as pandas reads a table."""
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
 def require_reference(sample: Sample, reward: str) -> Any:
-    """The sample's reference, or a clear error when it has none."""
-    if sample.reference is None:
+    """The sample's reference, or a clear error when it has none. A NaN (or a list holding
+    one) is no reference: read as text it is the answer "nan", which a completion saying
+    "nan" would match."""
+    ref = sample.reference
+    if ref is None:
         raise RewardInputError(
             f"reward {reward!r} needs a reference but the sample has none "
             "(offline: map the column with --reference-field)"
         )
-    return sample.reference
+    if is_missing(ref) or (isinstance(ref, (list, tuple)) and any(map(is_missing, ref))):
+        raise RewardInputError(
+            f"reward {reward!r} got NaN as the sample's reference (a missing value in the "
+            "data?); give the reference as a string or a number")
+    return ref
 

@@ -129,6 +129,19 @@ def test_similarity_bad_references_are_error_scores():
     assert [s.ok for s in scores] == [False, False, False, True]
 
 
+@pytest.mark.parametrize("name", ["exact_match", "fuzzy_match", "regex", "bleu", "chrf",
+                                  "rouge", "math"])
+def test_a_nan_reference_is_an_error_not_the_text_nan(name):
+    """JSON's NaN, or a missing cell as pandas reads a table, read as text was the answer
+    "nan": a completion saying "nan" scored 1.0 on every one of these rewards."""
+    r = rewardkit.load(name)
+    for reference in (float("nan"), ["a", float("nan")]):
+        s = _one(r, "nan", reference)
+        assert not s.ok and "NaN" in s.error and s.value == 0.0, (name, reference, s)
+    if name != "math":  # the text "nan" is still a reference (math reads no number in it)
+        assert _one(r, "nan", "nan").value > 0.5
+
+
 def test_every_shaping_reward_is_listed_with_a_description():
     listed = rewardkit.list_rewards()
     for name in ("iou", "rubric", "think_format", "tag_count", "cosine_length", "overlong",

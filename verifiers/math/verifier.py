@@ -8,7 +8,6 @@ decided in one place, :func:`.verdict.decide`.
 """
 from __future__ import annotations
 
-import math
 import threading
 from typing import Any
 
@@ -70,11 +69,6 @@ class MathVerifier(Scorer):
                 f"reward 'math' needs the gold answer as a string (LaTeX or plain) or a number, "
                 f"got {type(ref).__name__}"
             )
-        if isinstance(ref, float) and math.isnan(ref):
-            # JSON's NaN, or a missing cell as pandas reads a table: no gold answer, not the
-            # answer "nan" (which \boxed{nan} matched). A float infinity stays the answer ∞.
-            raise RewardInputError("reward 'math' got NaN as the gold answer (a missing value "
-                                   "in the data?); give the answer as a number or a string")
         key = ref if isinstance(ref, str) else repr(ref)
         gold = golds.get(key)
         if gold is None:

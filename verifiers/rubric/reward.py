@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from rewardkit.extras import require
-from rewardkit.scorer import RewardInputError, Scorer
+from rewardkit.scorer import RewardInputError, Scorer, is_missing
 from rewardkit.types import Sample, Score
 from rewardkit.verifiers.shaping.similarity import EmbeddingModel, cosine_matrix
 
@@ -18,7 +18,7 @@ def _reference_text(reference: Any) -> str:
     if isinstance(reference, Mapping):
         ans = reference.get("answer", reference.get("reference", ""))
         return "" if ans is None else str(ans)
-    if isinstance(reference, (str, int, float)):
+    if isinstance(reference, (str, int, float)) and not is_missing(reference):
         return str(reference)
     return ""
 

@@ -6,7 +6,7 @@ from typing import Any, Mapping
 
 from rewardkit.extras import require
 from rewardkit.registry import load
-from rewardkit.scorer import RewardInputError, Scorer
+from rewardkit.scorer import RewardInputError, Scorer, require_reference
 from rewardkit.types import Sample
 
 __all__ = ["UNITS", "Length", "correctness_scorer", "references", "require"]
@@ -16,9 +16,9 @@ UNITS = ("chars", "words", "tokens")
 
 def references(sample: Sample, reward: str) -> list[str]:
     """The reference as a non-empty list of strings (a string or a list of strings)."""
-    ref = sample.reference
-    if ref is None:
+    if sample.reference is None:
         raise RewardInputError(f"reward {reward!r} needs a reference text (or a list of them)")
+    ref = require_reference(sample, reward)  # NaN is no reference either
     refs = [ref] if isinstance(ref, (str, int, float)) else ref
     if not isinstance(refs, (list, tuple)) or not refs or not all(
             isinstance(r, (str, int, float)) and not isinstance(r, bool) for r in refs):
