@@ -75,6 +75,7 @@ class Scorer:
             scores = [self._score_one_safely(s) for s in good] if self._has_score_one() else [
                 self._batch_failed(s) for s in good
             ]
+        scores = [finite_or_error(s, self.error_value) for s in scores]
         if not bad:
             return scores
         it = iter(scores)
@@ -120,6 +121,32 @@ class Scorer:
         if isinstance(out, Score):
             return out
         return _as_score(out, self.error_value)
+
+
+def finite_or_error(score: Score, error_value: float) -> Score:
+    """``score``, or an error Score when its value, a component, a step or its uncertainty is
+    NaN or infinite. Checked once, in :meth:`Scorer.score`, for every reward: a trainer
+    normalising a group's advantages turns one NaN or infinity into NaN for the whole group
+    (and JSON has neither). An error Score (its value is ``error_value``) is left as it is."""
+    if not score.ok:
+        return score
+    numbers: list[tuple[str, Any]] = [("value", score.value)]
+    numbers += [(f"component {k!r}", v) for k, v in score.components.items()]
+    if score.steps is not None:
+        numbers += [(f"step {i}", v) for i, v in enumerate(score.steps)]
+    if score.uncertainty is not None:
+        numbers.append(("uncertainty", score.uncertainty))
+    for what, v in numbers:
+        try:
+            finite = math.isfinite(v)
+        except TypeError:
+            finite = False
+        if not finite:
+            kind = "nan" if isinstance(v, float) and math.isnan(v) else "non_finite"
+            return Score(error_value, info={
+                **score.info, "error": f"the reward's {what} is {v!r}, not a finite number",
+                "error_kind": kind})
+    return score
 
 
 def _as_score(out: Any, error_value: float) -> Score:

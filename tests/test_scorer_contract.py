@@ -77,6 +77,41 @@ def test_nan_from_a_function_reward_is_an_error():
     assert scorer.score([Sample("p", "c")])[0].info["error_kind"] == "nan"
 
 
+class _Emits(Scorer):
+    """Returns the Scores it was built with, whatever the samples (a custom Scorer's bug)."""
+
+    def __init__(self, *scores: Score) -> None:
+        self.scores = scores
+
+    def score_batch(self, samples):
+        return list(self.scores)[:len(samples)]
+
+
+@pytest.mark.parametrize("bad, kind, names", [
+    (Score(float("nan")), "nan", "value"),
+    (Score(float("inf")), "non_finite", "value"),
+    (Score(-float("inf")), "non_finite", "value"),
+    (Score(1.0, components={"a": 1.0, "b": float("nan")}), "nan", "component 'b'"),
+    (Score(1.0, steps=[0.5, float("inf")]), "non_finite", "step 1"),
+    (Score(1.0, uncertainty=float("nan")), "nan", "uncertainty"),
+])
+def test_a_non_finite_number_in_any_scorers_score_becomes_an_error(bad, kind, names):
+    """Checked in Scorer.score for every reward, custom Scorers included: a NaN or infinity
+    reaching a trainer turns a whole group's normalised advantages into NaN."""
+    good = Score(0.5, info={"kept": True})
+    scorer = _Emits(good, Score(bad.value, dict(bad.components), bad.steps, bad.uncertainty,
+                                {"extracted": "x"}))
+    scorer.error_value = -1.0
+    first, second = scorer.score([Sample("p", "a"), Sample("p", "b")])
+    assert first is good
+    assert not second.ok and second.value == -1.0 and second.info["error_kind"] == kind
+    assert names in second.error and second.info["extracted"] == "x"
+    # An error Score keeps the error_value it was given, even a NaN one (TRL reads NaN as
+    # "does not apply"): only Scores that claim a reward are checked.
+    err = Score.from_error("no", float("nan"))
+    assert _Emits(err).score([Sample("p", "a")])[0] is err
+
+
 def test_ascore_matches_score_and_runs_off_the_event_loop_thread():
     seen = []
 

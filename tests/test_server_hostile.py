@@ -291,6 +291,38 @@ def test_sigkill_of_the_server_takes_its_helper_processes_with_it(tmp_path):
 
 
 # -- no silent wrong reward ---------------------------------------------------------------------
+def returns_infinity(prompt, completion, reference):
+    return float("inf") if completion == "inf" else 1.0
+
+
+class NaNInInfo(rewardkit.Scorer):
+    def score_batch(self, samples):
+        return [rewardkit.Score(1.0, info={"logprob": float("-inf")}) for _ in samples]
+
+
+def _strict_json(text: str):
+    def refuse(token):
+        raise ValueError(f"{token} is not JSON")
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_replies_are_strict_json_and_a_non_finite_reward_is_an_error_score():
+    settings = ServerSettings({"inf": RewardSource(f"{__name__}:returns_infinity"),
+                               "info": RewardSource(f"{__name__}:NaNInInfo")}, default="inf")
+    with running_server(settings) as (url, _):
+        r = httpx.post(url + "/v1/score", timeout=30, json={"samples": [
+            {"completion": "inf"}, {"completion": "ok"}]})
+        bad, good = _strict_json(r.text)["scores"]
+        assert bad["info"]["error_kind"] == "non_finite" and bad["value"] == 0.0
+        assert good["value"] == 1.0
+        r = httpx.post(url + "/get_reward", params={"reward": "inf"}, timeout=30,
+                       json={"query": ["inf", "ok"], "prompts": ["", ""], "labels": ["", ""]})
+        assert _strict_json(r.text)["rewards"] == [0.0, 1.0]
+        r = httpx.post(url + "/v1/score", timeout=30, json={"reward": "info", "samples": [
+            {"completion": "a"}]})
+        assert _strict_json(r.text)["scores"][0] == {"value": 1.0, "info": {"logprob": None}}
+
+
 def test_lone_surrogate_and_null_completion_are_their_samples_errors_the_batch_is_answered():
     with running_server(_settings()) as (url, _):
         body = ('{"samples": [{"completion": "\\ud800 x", "reference": "a"}, '

@@ -16,6 +16,7 @@ import hashlib
 import inspect
 import json
 import logging
+import math
 import re
 from contextlib import asynccontextmanager
 from typing import Any, AsyncIterator, Awaitable, Callable, Optional
@@ -207,11 +208,28 @@ def sample_or_error(fields: dict[str, Any], error_value: float) -> Sample | Scor
 
 
 def _json(obj: Any) -> bytes:
-    text = json.dumps(obj, default=json_default, ensure_ascii=False)
+    """Strict JSON: no ``NaN`` or ``Infinity`` tokens, which other languages' parsers refuse
+    (a Score's value is finite — :meth:`Scorer.score` makes a non-finite one an error — but
+    its ``info`` is the reward's own: a non-finite number there becomes ``null``)."""
+    try:
+        text = json.dumps(obj, default=json_default, ensure_ascii=False, allow_nan=False)
+    except ValueError:
+        obj = _finite_only(obj)
+        text = json.dumps(obj, default=json_default, ensure_ascii=False, allow_nan=False)
     try:
         return text.encode()
     except UnicodeEncodeError:  # a lone surrogate in a Score's info: escape it, stay valid JSON
         return json.dumps(obj, default=json_default, ensure_ascii=True).encode()
+
+
+def _finite_only(obj: Any) -> Any:
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _finite_only(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite_only(v) for v in obj]
+    return obj
 
 
 def _validation_message(errors: list[dict[str, Any]]) -> str:
