@@ -433,6 +433,20 @@ def test_remote_scorer_refuses_a_reply_for_another_request_id():
         thread.join(10)
 
 
+def test_remote_scorer_splits_a_request_over_the_servers_limits_instead_of_stopping():
+    with running_server(_settings(max_body_bytes=20_000, max_request_samples=16)) as (url, _):
+        remote = rewardkit.load("remote", url=url, chunk_size=1024)
+        samples = [Sample("q", f"{i}" + "x" * 1000, f"{i}" + "x" * 1000) for i in range(40)]
+        samples.insert(7, Sample("q", "y" * 30_000, "y"))  # too large even alone
+        scores = remote.score(samples)
+        assert len(scores) == 41
+        assert not scores[7].ok and scores[7].info["error_kind"] == "too_large"
+        assert "max_body_bytes" in scores[7].error
+        assert all(s.ok and s.value == 1.0 for i, s in enumerate(scores) if i != 7)
+        # Each sample was scored once, in requests the server accepted.
+        assert _metric(url, 'rewardkit_samples_total{reward="r"}') == 40
+
+
 # -- fair ---------------------------------------------------------------------------------------
 def test_one_sample_request_is_not_queued_behind_another_clients_slow_batch():
     ORDER.clear()

@@ -7,9 +7,12 @@ Requests go through one pooled ``httpx.Client`` (keep-alive connections, shared 
 **Never a made-up reward.** Transient failures (connection refused or reset, read timeouts,
 502/503/504) are retried with exponential backoff and jitter, honouring ``Retry-After``, for at
 most ``retry_for`` seconds; then :class:`RemoteRewardError` is raised. A refused request (401,
-413, 422) raises it at once. A trainer thus stops with the reason instead of learning from
+422) raises it at once. A trainer thus stops with the reason instead of learning from
 rewards that were never computed. Samples the server did score, even as errors (bad input, a
-timeout of one sample), come back as their Scores.
+timeout of one sample), come back as their Scores. A request over the server's limits (413:
+too many bytes or samples) is split in halves and sent again, down to one sample; one sample
+still too large is its own error Score (``error_kind="too_large"``). A Score with a NaN or
+infinite number is an error Score here too, as in :meth:`Scorer.score`.
 
 **Retried, counted once.** Every attempt of one request carries the same request id, which the
 server uses to answer a retry from the first attempt; the reply carries the id back and a reply
@@ -27,7 +30,7 @@ import uuid
 from typing import Any, Sequence
 
 from rewardkit.integrations.wire import json_default, sample_to_json, score_from_json
-from rewardkit.scorer import Scorer
+from rewardkit.scorer import Scorer, finite_or_error
 from rewardkit.types import Sample, SampleError, Score
 
 log = logging.getLogger("rewardkit.remote")
@@ -140,7 +143,7 @@ class RemoteScorer(Scorer):
             except SampleError as exc:
                 out[i] = Score.from_error(exc, self.error_value, kind="bad_input")
         for (i, _), score in zip(good, self.score_batch([s for _, s in good])):
-            out[i] = score
+            out[i] = finite_or_error(score, self.error_value)
         return out  # type: ignore[return-value]
 
     def score_batch(self, samples: list[Sample]) -> list[Score]:
@@ -171,6 +174,8 @@ class RemoteScorer(Scorer):
                 if response.status_code == 200:
                     return self._scores(response.json(), request_id, len(samples))
                 problem = f"HTTP {response.status_code}: {_detail(response)}"
+                if response.status_code == 413:
+                    return self._split(samples, problem)
                 if response.status_code not in RETRY_STATUSES:
                     raise RemoteRewardError(f"{self.url} refused the request ({problem}); no "
                                             "reward was computed for its samples")
@@ -185,6 +190,19 @@ class RemoteScorer(Scorer):
                     "that `rewardkit serve` runs there and is reachable, or raise retry_for")
             log.warning("%s: %s; retrying in %.1f s", self.url, problem, delay)
             time.sleep(delay)
+
+    def _split(self, samples: list[Sample], problem: str) -> list[Score]:
+        """Scores of a request the server found too large: its halves, each sent on its own
+        (a trainer's batch of long completions is scored in smaller requests instead of
+        stopping the run); one sample that is too large alone is its own error Score."""
+        if len(samples) == 1:
+            return [Score.from_error(f"the sample is too large for the reward server at "
+                                     f"{self.url} ({problem})", self.error_value,
+                                     kind="too_large")]
+        half = len(samples) // 2
+        log.info("%s: a request of %d samples was too large; sending it in two", self.url,
+                 len(samples))
+        return self._score_chunk(samples[:half]) + self._score_chunk(samples[half:])
 
     def _scores(self, data: dict[str, Any], request_id: str, n: int) -> list[Score]:
         if data.get("request_id") not in (None, request_id):
