@@ -328,12 +328,54 @@ class FirstGroupFails(Scorer):
 
 
 def test_reward_errors_are_counted_and_components_survive_an_errored_first_sample(tmp_path):
-    trainer = Trainer(config(tmp_path, batch_size=8, group_size=4), scorer=FirstGroupFails())
+    trainer = Trainer(config(tmp_path / "value", batch_size=8, group_size=4,
+                             reward_errors="value"), scorer=FirstGroupFails())
     metrics = trainer.step()
     assert metrics["reward/errors"] == 0.5
     assert metrics["reward/mean"] == 0.5  # errored samples train with the error value, 0.0
     assert metrics["reward/correct"] == 1.0 and metrics["reward/correct/std"] == 0.0
     assert "reward/format" in metrics and "reward/format/std" in metrics
+    skipping = Trainer(config(tmp_path / "skip", batch_size=8, group_size=4),
+                       scorer=FirstGroupFails())
+    metrics = skipping.step()
+    assert metrics["reward/errors"] == 0.5 and metrics["reward/mean"] == 1.0  # scored ones
+
+
+class HalfOfEachGroupFails(Scorer):
+    """Completions 0 and 1 of each group of 4 cannot be scored; 2 scores 1.0 and 3 scores 0.0."""
+
+    name = "half_fails"
+
+    def score_batch(self, samples):
+        out = []
+        for k, _ in enumerate(samples):
+            if k % 4 < 2:
+                out.append(Score.from_error("the judge timed out", 0.0))
+            else:
+                out.append(Score(1.0 if k % 4 == 2 else 0.0))
+        return out
+
+
+def test_unscored_completions_stay_out_of_the_loss_and_move_no_baseline(tmp_path):
+    """reward_errors: skip — an error Score is no reward: its completion gets no gradient and
+    the group's baseline is the scored completions' mean, not pulled toward error_value."""
+    trainer = Trainer(config(tmp_path, batch_size=8, group_size=4), scorer=HalfOfEachGroupFails())
+    assert trainer.cfg.advantage == "grpo"
+    prompts = trainer.sampler.next(2)
+    rollout = trainer.generate([p.ids for p in prompts])
+    rewards, stats, trains = trainer.score(prompts, rollout)
+    assert trains.tolist() == [False, False, True, True] * 2
+    assert rewards.tolist() == [0.5, 0.5, 1.0, 0.0] * 2  # stand-ins: the scored mean
+    batch = trainer.make_batch(rollout, rewards, stats, trains)
+    assert (batch.loss_mask[~trains] == 0).all() and batch.loss_mask[trains].any()
+    adv = batch.advantages.view(2, 4)
+    assert adv[:, 2].gt(0).all() and adv[:, 3].lt(0).all()
+    assert torch.allclose(adv[:, 2], -adv[:, 3])  # centred on the scored completions alone
+    # with `value`, the errors count as 0.0 rewards: the 0.0-scored completion looks average
+    valued = Trainer(config(tmp_path / "v", batch_size=8, group_size=4, reward_errors="value"),
+                     scorer=HalfOfEachGroupFails())
+    rewards, _, trains = valued.score(prompts, rollout)
+    assert trains.all() and rewards.tolist() == [0.0, 0.0, 1.0, 0.0] * 2
 
 
 class RecordsMetadata(Scorer):

@@ -20,6 +20,7 @@ AGGREGATIONS = ("seq_mean", "token_mean", "constant")
 KL_ESTIMATORS = ("k1", "k3")
 KL_PLACES = ("loss", "reward")
 TRUNCATION = ("none", "mask", "penalty")
+REWARD_ERRORS = ("skip", "value")
 GROUP_FILTERS = ("none", "zero_variance", "reinforce_rej")
 DISTRIBUTED = ("ddp", "fsdp")
 GENERATION_BACKENDS = ("hf", "vllm")
@@ -196,6 +197,11 @@ class TrainConfig(JobConfig):
     ``penalty`` (reward set to ``truncation_penalty``), or ``none``."""
     truncation_penalty: float = -1.0
     """Reward given to truncated completions with ``truncation: penalty``."""
+    reward_errors: str = "skip"
+    """Completions the reward could not score (an error Score): ``skip`` (left out of the loss;
+    for the advantages of the rest of its group it counts as the mean reward of the group's
+    scored completions, so it moves no baseline) or ``value`` (trained with the reward's
+    ``error_value``, usually 0: a reward that was never computed)."""
 
     # -- optimiser --------------------------------------------------------------------------------
     learning_rate: float = 1e-6
@@ -300,6 +306,7 @@ class TrainConfig(JobConfig):
         choice("kl_estimator", self.kl_estimator, KL_ESTIMATORS)
         choice("kl_in", self.kl_in, KL_PLACES)
         choice("truncation", self.truncation, TRUNCATION)
+        choice("reward_errors", self.reward_errors, REWARD_ERRORS)
         choice("group_filter", self.group_filter, GROUP_FILTERS)
         choice("lr_schedule", self.lr_schedule, SCHEDULES)
         choice("distributed", self.distributed, DISTRIBUTED)

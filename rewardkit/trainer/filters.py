@@ -56,3 +56,17 @@ def keep_untruncated(truncated: torch.Tensor) -> torch.Tensor:
     """Keep-mask dropping truncated completions from the loss (DAPO's overlong filtering): a cut
     completion is not judged on an answer it never got to write."""
     return ~truncated.bool()
+
+
+def stand_in_for_errors(rewards: torch.Tensor, scored: torch.Tensor,
+                        group_size: int) -> torch.Tensor:
+    """``rewards`` with each unscored completion's (``scored`` False: an error Score) replaced
+    by the mean reward of its group's scored completions, so that it shifts no group mean
+    (the caller also leaves it out of the loss). A group with nothing scored keeps its values:
+    it has no signal either way."""
+    grouped = _group_view(rewards, group_size)
+    ok = _group_view(scored, group_size)
+    counts = ok.sum(dim=1, keepdim=True)
+    means = (grouped * ok).sum(dim=1, keepdim=True) / counts.clamp(min=1)
+    filled = torch.where(ok | (counts == 0), grouped, means.expand_as(grouped))
+    return filled.reshape(-1)

@@ -190,7 +190,7 @@ class Trainer:
         data-parallel ranks in step."""
         cfg = self.cfg
         n_prompts = max(1, cfg.batch_size // cfg.group_size // self.dist.world_size)
-        parts: list[tuple[Rollout, torch.Tensor, torch.Tensor]] = []
+        parts: list[tuple[Rollout, torch.Tensor, torch.Tensor, torch.Tensor]] = []
         stats: dict[str, float] = {"time/generate": 0.0, "time/score": 0.0}
         kept_groups, seen_groups, zero_var = 0, 0, 0
         for round_ in range(cfg.resample_rounds + 1):
@@ -198,7 +198,7 @@ class Trainer:
             t0 = time.perf_counter()
             rollout = self.generate([p.ids for p in prompts])
             t1 = time.perf_counter()
-            rewards, score_stats = self.score(prompts, rollout)
+            rewards, score_stats, trains = self.score(prompts, rollout)
             stats["time/generate"] += t1 - t0
             stats["time/score"] += time.perf_counter() - t1
             if round_ == 0:
@@ -208,12 +208,13 @@ class Trainer:
             keep = self.group_keep(rewards)
             seen_groups += len(prompts)
             kept_groups += int(keep.sum()) // cfg.group_size
-            parts.append((rollout, rewards, keep))
+            parts.append((rollout, rewards, keep, trains))
             if kept_groups >= n_prompts:
                 break
         rollout = concat_rollouts([p[0] for p in parts], self.policy.tokenizer.pad_token_id)
         rewards = torch.cat([p[1] for p in parts])
         keep = torch.cat([p[2] for p in parts])
+        trains = torch.cat([p[3] for p in parts])
         # kept rows first (stable, so groups stay contiguous), then cut to the batch size
         order = torch.cat([keep.nonzero().squeeze(-1), (~keep).nonzero().squeeze(-1)])
         order = order[:n_prompts * cfg.group_size]
@@ -223,7 +224,8 @@ class Trainer:
         no_variance = (first.std().item() == 0.0 if cfg.group_size == 1 or len(first) < 2
                        else bool(filters.zero_variance_groups(first, cfg.group_size).all()))
         stats["signal/none"] = float(no_variance or stats.get("reward/errors", 0.0) >= 1.0)
-        return self.make_batch(rollout.select(order), rewards[order], stats, keep[order])
+        return self.make_batch(rollout.select(order), rewards[order], stats,
+                               keep[order] & trains[order])
 
     def generate(self, prompt_ids: list[list[int]]) -> Rollout:
         """``group_size`` completions per prompt (vLLM or HF ``generate`` under autocast), in
@@ -241,9 +243,11 @@ class Trainer:
                                       self.policy.device, synced=self.dist.sharded))
         return concat_rollouts(parts, self.policy.tokenizer.pad_token_id)
 
-    def score(self, prompts: list, rollout: Rollout) -> tuple[torch.Tensor, dict[str, float]]:
+    def score(self, prompts: list, rollout: Rollout
+              ) -> tuple[torch.Tensor, dict[str, float], torch.Tensor]:
         """Rewards from the Scorer, ``r - λ·uncertainty`` where a Score reports uncertainty, and
-        the truncation penalty."""
+        the truncation penalty; and which completions may enter the loss (with
+        ``reward_errors: skip``, not those the reward could not score)."""
         g = self.cfg.group_size
         # rewards with a schedule over training (the iou reward's dynamic threshold) read the
         # step from the metadata
@@ -255,18 +259,26 @@ class Trainer:
         values = [s.value - self.cfg.uncertainty_penalty * (s.uncertainty or 0.0) for s in scores]
         self.last_scored = (samples, scores, values)  # what a no-signal warning shows
         rewards = torch.tensor(values, dtype=torch.float32, device=self.policy.device)
+        trains = torch.ones_like(rewards, dtype=torch.bool)
+        scored = [s.ok for s in scores]
+        if self.cfg.reward_errors == "skip" and not all(scored):
+            trains = torch.tensor(scored, device=rewards.device)
+            rewards = filters.stand_in_for_errors(rewards, trains, g)
         if self.cfg.truncation == "penalty":
             rewards = filters.penalize_truncated(rewards, rollout.truncated,
                                                  self.cfg.truncation_penalty)
-        stats = {"reward/mean": float(np.mean(values)), "reward/std": float(np.std(values)),
-                 "reward/errors": sum(not s.ok for s in scores) / len(scores)}
+            trains = trains | rollout.truncated.bool().to(trains.device)  # a known penalty
+        counted = ([v for v, ok in zip(values, scored) if ok] or values
+                   if self.cfg.reward_errors == "skip" else values)
+        stats = {"reward/mean": float(np.mean(counted)), "reward/std": float(np.std(counted)),
+                 "reward/errors": sum(not ok for ok in scored) / len(scores)}
         # each component's mean and std over the samples that report it (an errored sample
         # has no components, and may come first)
         for name in dict.fromkeys(k for s in scores for k in s.components):
             parts = [s.components[name] for s in scores if name in s.components]
             stats[f"reward/{name}"] = float(np.mean(parts))
             stats[f"reward/{name}/std"] = float(np.std(parts))
-        return rewards, stats
+        return rewards, stats, trains
 
     def group_keep(self, rewards: torch.Tensor) -> torch.Tensor:
         """Which completions the group filter keeps (whole groups)."""
