@@ -207,6 +207,30 @@ def test_oversized_headers_get_431_and_are_not_buffered():
         assert r.json()["scores"][0]["value"] == 1.0
 
 
+def test_a_pipelined_requests_body_is_not_counted_as_header_time_or_bytes():
+    """A second request pipelined behind a first (its headers in before the first's reply)
+    whose body streams in afterwards: the header deadline and byte bound wait for the request
+    after it, not for this one."""
+    with running_server(_settings(max_header_bytes=8192, header_timeout_s=0.5)) as (url, _):
+        small = json.dumps({"samples": [{"completion": "a", "reference": "a"}]}).encode()
+        big = json.dumps({"samples": [{"completion": "a", "reference": "a",
+                                       "metadata": {"pad": "x" * 70_000}}]}).encode()
+
+        def head(body: bytes) -> bytes:
+            return (b"POST /v1/score HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+                    b"Content-Length: %d\r\n\r\n" % len(body))
+
+        with socket.create_connection(("127.0.0.1", _port(url)), 10) as s:
+            s.sendall(head(small) + small + head(big) + big[:100])
+            s.settimeout(10)
+            assert s.recv(65536).startswith(b"HTTP/1.1 200")
+            for i in range(100, len(big), 10_000):  # 70 kB over about 0.6 s
+                time.sleep(0.08)
+                s.sendall(big[i:i + 10_000])
+            status, body, _ = _refusal(s)
+        assert status == 200 and body["scores"][0]["value"] == 1.0
+
+
 def _holding_a_body(port: int, declared: int) -> socket.socket:
     """A connection that declared ``declared`` body bytes and sent some of them."""
     s = socket.create_connection(("127.0.0.1", port), 10)

@@ -9,9 +9,10 @@ under httptools, the parser it picks when installed, a header of any size is buf
 connections each sending 128 MB of one header line took the server from 115 to 467 MB before the
 header deadline cut them). So the protocol class that uvicorn already uses is subclassed through
 uvicorn's own ``http=`` hook: each connection must complete a request's headers within
-``header_timeout_s`` of opening (or of its previous response) and within ``max_header_bytes``
-(else ``431`` and the connection is closed), and one address may hold at most
-``max_connections_per_client`` connections — past it a new connection is closed at once.
+``header_timeout_s`` of opening (or of its previous response, unless a pipelined request is
+already in progress) and within ``max_header_bytes`` (else ``431`` and the connection is
+closed), and one address may hold at most ``max_connections_per_client`` connections — past it
+a new connection is closed at once.
 Everything else, parsing included, stays uvicorn's. The body's size and read time are bounded by
 :class:`~rewardkit.server.limits.GuardMiddleware`.
 """
@@ -90,7 +91,11 @@ def guarded_protocol(header_timeout_s: float, max_connections_per_client: int,
 
         def on_response_complete(self) -> None:
             super().on_response_complete()
-            if not self.transport.is_closing():
+            # Wait for the next request's headers only when no pipelined request is already
+            # in progress (its headers came in before this response went out): its time and
+            # its body bytes are not header time or header bytes.
+            idle = self.cycle is None or self.cycle.response_complete
+            if idle and not self.transport.is_closing():
                 self._rk_arm()
 
         # -- the header deadline --------------------------------------------------------------
