@@ -130,6 +130,9 @@ def finite_or_error(score: Score, error_value: float) -> Score:
     (and JSON has neither). An error Score (its value is ``error_value``) is left as it is."""
     if not score.ok:
         return score
+    if (not score.components and score.steps is None and score.uncertainty is None
+            and isinstance(score.value, (int, float)) and math.isfinite(score.value)):
+        return score  # the common case, checked without building the list below
     numbers: list[tuple[str, Any]] = [("value", score.value)]
     numbers += [(f"component {k!r}", v) for k, v in score.components.items()]
     if score.steps is not None:
