@@ -17,7 +17,7 @@ AGGREGATIONS = ("weighted", "all_pass", "implicit")
 def _reference_text(reference: Any) -> str:
     if isinstance(reference, Mapping):
         ans = reference.get("answer", reference.get("reference", ""))
-        return "" if ans is None else str(ans)
+        return "" if is_missing(ans) else str(ans)
     if isinstance(reference, (str, int, float)) and not is_missing(reference):
         return str(reference)
     return ""
