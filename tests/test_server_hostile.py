@@ -321,7 +321,11 @@ def returns_infinity(prompt, completion, reference):
 
 class NaNInInfo(rewardkit.Scorer):
     def score_batch(self, samples):
-        return [rewardkit.Score(1.0, info={"logprob": float("-inf")}) for _ in samples]
+        import numpy as np
+
+        return [rewardkit.Score(1.0, info={"logprob": float("-inf"), "p": np.float32("nan"),
+                                           "steps": np.array([0.5, np.inf])})
+                for _ in samples]
 
 
 def _strict_json(text: str):
@@ -344,7 +348,8 @@ def test_replies_are_strict_json_and_a_non_finite_reward_is_an_error_score():
         assert _strict_json(r.text)["rewards"] == [0.0, 1.0]
         r = httpx.post(url + "/v1/score", timeout=30, json={"reward": "info", "samples": [
             {"completion": "a"}]})
-        assert _strict_json(r.text)["scores"][0] == {"value": 1.0, "info": {"logprob": None}}
+        assert _strict_json(r.text)["scores"][0] == {"value": 1.0, "info": {
+            "logprob": None, "p": None, "steps": [0.5, None]}}
 
 
 def test_lone_surrogate_and_null_completion_are_their_samples_errors_the_batch_is_answered():

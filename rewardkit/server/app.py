@@ -223,11 +223,15 @@ def _json(obj: Any) -> bytes:
 
 
 def _finite_only(obj: Any) -> Any:
+    """``obj`` with every non-finite float ``None`` (numpy values and arrays read as
+    :func:`json_default` reads them first)."""
+    if hasattr(obj, "tolist") and not isinstance(obj, (str, bytes)):
+        obj = obj.tolist()
     if isinstance(obj, float):
         return obj if math.isfinite(obj) else None
     if isinstance(obj, dict):
         return {k: _finite_only(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
+    if isinstance(obj, (list, tuple, set, frozenset)):
         return [_finite_only(v) for v in obj]
     return obj
 
