@@ -137,6 +137,7 @@ def test_bad_samples_become_error_scores_in_a_batch():
     ([0, 0, float("inf"), 5], "not a finite number"),
     ([0, 0, 0, 0], "no area"),
     ([10, 10, 5, 20], "no area"),   # x2 < x1: an xywh box read as xyxy
+    ([0, 0, 1e200, 1e200], "too large for float64"),
 ])
 def test_a_gold_box_no_prediction_can_match_is_an_error_not_a_zero(box, says):
     for metric in ("iou", "giou"):

@@ -45,19 +45,27 @@ def _image_size(value: Any, where: str) -> tuple[float, float] | None:
 
 def _refuse_unmatchable(boxes: np.ndarray, given: np.ndarray, fmt: str) -> None:
     """A gold box no prediction can match — a coordinate that is not a finite number, or no
-    area (``x2 <= x1`` or ``y2 <= y1`` in ``xyxy``) — is a broken reference, not a prediction
+    area (``x2 <= x1`` or ``y2 <= y1`` in ``xyxy``, or one so large it overflows, which
+    :mod:`.boxes` scores as the lower bound too) — is a broken reference, not a prediction
     worth the metric's lower bound: every completion of the prompt would get that value and
     a trainer would learn from a reward that says nothing (fail closed: the Score is an
     error)."""
-    for i, (x1, y1, x2, y2) in enumerate(boxes):
-        if not np.isfinite([x1, y1, x2, y2]).all():
-            raise RewardInputError(f"reference box {i} {given[i].tolist()} has a coordinate "
-                                   "that is not a finite number")
-        if x2 <= x1 or y2 <= y1:
-            raise RewardInputError(
-                f"reference box {i} {given[i].tolist()} has no area in format {fmt!r} "
-                "(x2 <= x1 or y2 <= y1 in xyxy): no prediction can match it; fix the data "
-                "or give the reference's format")
+    # Plain floats, not numpy: a sample has a few boxes, and this runs for every sample
+    # scored (NaN compares False, inf - inf is NaN, an overflowing product is inf).
+    for i, (x1, y1, x2, y2) in enumerate(boxes.tolist()):
+        w, h = x2 - x1, y2 - y1
+        if w > 0 and h > 0 and w * h < math.inf:
+            continue
+        box = given[i].tolist()
+        if not all(map(math.isfinite, (x1, y1, x2, y2))):
+            raise RewardInputError(f"reference box {i} {box} has a coordinate that is not a "
+                                   "finite number")
+        if w > 0 and h > 0:
+            raise RewardInputError(f"reference box {i} {box} has an area too large for "
+                                   "float64: no prediction can match it")
+        raise RewardInputError(
+            f"reference box {i} {box} has no area in format {fmt!r} (x2 <= x1 or y2 <= y1 in "
+            "xyxy): no prediction can match it; fix the data or give the reference's format")
 
 
 def read_gold(reference: Any, metadata: Mapping[str, Any] | None) -> Gold:
