@@ -268,8 +268,9 @@ class Trainer:
             rewards = filters.penalize_truncated(rewards, rollout.truncated,
                                                  self.cfg.truncation_penalty)
             trains = trains | rollout.truncated.bool().to(trains.device)  # a known penalty
-        counted = ([v for v, ok in zip(values, scored) if ok] or values
-                   if self.cfg.reward_errors == "skip" else values)
+        counted = values  # what reward/mean and reward/std describe: with skip, the scored
+        if self.cfg.reward_errors == "skip":
+            counted = [v for v, ok in zip(values, scored) if ok] or values
         stats = {"reward/mean": float(np.mean(counted)), "reward/std": float(np.std(counted)),
                  "reward/errors": sum(not ok for ok in scored) / len(scores)}
         # each component's mean and std over the samples that report it (an errored sample
