@@ -6,6 +6,7 @@ Modules:
     loading           from_pretrained with load-time checks (head, pad token), device and dtype
     encoding          prompt + completion → token ids (chat template or plain format), truncation
                       that keeps the end of the completion, token-budget batching
+    pass_plan         how a batch is cut into forward passes, by each pass's measured cost
     reward_model      the ``reward_model`` Scorer (sequence classifier, one output)
     process_reward    the ``process_reward`` Scorer (token classifier read at step marks)
     implicit_reward   the ``implicit_reward`` Scorer (a causal LM's log-likelihood, reference-free

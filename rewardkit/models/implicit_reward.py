@@ -48,6 +48,7 @@ from ..types import Sample, Score
 from . import encoding
 from .loading import (ModelLoadError, load_causal_lm, load_config, load_tokenizer, read_sidecar,
                       resolve_device_dtype)
+from .pass_plan import AUTO_MAX_PADDING, PassCost, forward_passes
 from .process_reward import split_steps
 
 REDUCTIONS = ("sum", "mean")
@@ -147,8 +148,10 @@ class ImplicitRewardScorer(Scorer):
                                      "the model's tokenizer")
         self.max_length = max_length or min(int(self.tokenizer.model_max_length or 4096), 4096)
         self.batch_tokens, self.max_batch_size = batch_tokens, max_batch_size
-        self.max_padding: float | None = (0.1 if str(self.device) == "cpu" else None) \
-            if max_padding == "auto" else (None if max_padding is None else float(max_padding))
+        auto = max_padding == "auto" and str(self.device) == "cpu"
+        self.max_padding: float | None = AUTO_MAX_PADDING if auto else (
+            None if max_padding in ("auto", None) else float(max_padding))
+        self.pass_cost = PassCost() if auto else None
         self.use_chat_template = chat_template
         self.plain_format = plain_format or self.sidecar.get("plain_format",
                                                              encoding.PLAIN_FORMAT)
@@ -229,8 +232,8 @@ class ImplicitRewardScorer(Scorer):
         lengths = [len(encoded[i].ids) for i in first]
         nets = [self.model] + ([self.reference] if self.reference is not None else [])
         got: list[list[Any]] = [[None for _ in first] for _ in nets]
-        for idx in encoding.token_budget_batches(lengths, self.batch_tokens,
-                                                 self.max_batch_size, self.max_padding):
+        for idx in forward_passes(lengths, self.batch_tokens, self.max_batch_size,
+                                  self.max_padding, self.pass_cost):
             rows = [encoded[first[i]].ids for i in idx]
             for which, net in enumerate(nets):
                 for i, (lp, best) in zip(idx, self.token_logprobs(net, rows)):

@@ -159,8 +159,7 @@ class MultiHeadRewardScorer(RewardModelScorer):
         out: list[list[float]] = [[]] * len(encoded)
         first, owner = encoding.unique_rows([e.ids for e in encoded])  # identical rows once
         lengths = [len(encoded[i].ids) for i in first]
-        for idx in encoding.token_budget_batches(lengths, self.batch_tokens,
-                                                 self.max_batch_size, self.max_padding):
+        for idx in self.passes(lengths):
             rows = self.forward_logits([encoded[first[i]].ids for i in idx]).tolist()
             for i, row in zip(idx, rows):
                 out[first[i]] = row

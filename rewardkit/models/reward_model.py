@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 from ..dataio import Source, detect_format, read_rows
 from ..runtime.allocator import retain_freed_memory
@@ -21,13 +21,9 @@ from ..types import Sample, Score
 from . import encoding
 from .loading import (ModelLoadError, load_classifier, load_config, load_tokenizer, read_sidecar,
                       resolve_device_dtype)
+from .pass_plan import AUTO_MAX_PADDING, PassCost, forward_passes
 
 OUTPUTS = ("logit", "sigmoid", "centered")
-AUTO_MAX_PADDING = 0.1
-"""``max_padding="auto"`` on CPU: pad tokens cost as much as real ones there, so a batch sorted
-by length is cut where a row would be padded by more than a tenth; a forward pass of a few
-more rows costs less than the padding it saves (``min_rows`` keeps the passes from getting
-small)."""
 
 
 class RewardModelScorer(Scorer):
@@ -42,8 +38,10 @@ class RewardModelScorer(Scorer):
             under this budget, instead of a fixed batch size.
         max_batch_size: optional cap on samples per forward pass.
         max_padding: start another forward pass within a token budget when a row would be
-            padded by more than this share of the batch's width (``auto``: 0.1 on CPU, where a
-            pad token costs as much as a real one; none on a GPU, where it is nearly free).
+            padded by more than this share of the batch's width. ``auto``: on CPU, where a pad
+            token costs as much as a real one, cut where another pass costs less than the
+            padding it saves, by each pass's measured time (the 0.1 rule until a few passes
+            are timed; see :mod:`.pass_plan`); none on a GPU, where padding is nearly free.
         device: ``auto`` (CUDA if present), ``cpu``, ``cuda``, ``cuda:1``.
         dtype: ``auto`` (bf16 on CUDA, fp32 on CPU), ``float32``, ``bfloat16``, ``float16``.
         output: ``logit`` (raw score), ``sigmoid`` (σ(logit), a probability-like value in
@@ -90,6 +88,7 @@ class RewardModelScorer(Scorer):
                 "as one reward.")
         if max_padding != "auto":
             self.max_padding = None if max_padding is None else float(max_padding)
+            self.pass_cost = None
         self.output = output
         self.center = center
         if output == "centered" and center is None:
@@ -119,7 +118,9 @@ class RewardModelScorer(Scorer):
         self.max_length = max_length or min(int(self.tokenizer.model_max_length or 4096), 4096)
         self.batch_tokens = batch_tokens
         self.max_batch_size = max_batch_size
-        self.max_padding: float | None = AUTO_MAX_PADDING if str(self.device) == "cpu" else None
+        cpu = str(self.device) == "cpu"
+        self.max_padding: float | None = AUTO_MAX_PADDING if cpu else None
+        self.pass_cost: PassCost | None = PassCost() if cpu else None
         self.use_chat_template = chat_template
         self.plain_format = plain_format or self.sidecar.get("plain_format",
                                                              encoding.PLAIN_FORMAT)
@@ -156,14 +157,18 @@ class RewardModelScorer(Scorer):
             logits = self.model(**batch, use_cache=False).logits
         return logits.float().cpu()
 
+    def passes(self, lengths: Sequence[int]) -> Iterator[list[int]]:
+        """The forward passes for rows of these lengths (see :mod:`.pass_plan`)."""
+        return forward_passes(lengths, self.batch_tokens, self.max_batch_size, self.max_padding,
+                              self.pass_cost)
+
     def logits(self, encoded: Sequence[encoding.Encoded]) -> list[float]:
         """One logit per encoded sample, computed in token-budget batches (longest first).
         Identical token rows are run once and share the value (see :func:`encoding.unique_rows`)."""
         out: list[float] = [math.nan] * len(encoded)
         first, owner = encoding.unique_rows([e.ids for e in encoded])
         lengths = [len(encoded[i].ids) for i in first]
-        for idx in encoding.token_budget_batches(lengths, self.batch_tokens,
-                                                 self.max_batch_size, self.max_padding):
+        for idx in self.passes(lengths):
             values = self.forward_logits([encoded[first[i]].ids for i in idx])[:, 0].tolist()
             for i, v in zip(idx, values):
                 out[first[i]] = v
