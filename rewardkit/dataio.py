@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -283,8 +284,39 @@ def json_shape(value: Any) -> Any:
     return value
 
 
-def dumps(row: Mapping[str, Any]) -> str:
-    return json.dumps(row, ensure_ascii=False, default=str)
+def json_default(obj: Any) -> Any:
+    """Values JSON does not know (numpy numbers and arrays, sets, tuples, objects) as plain
+    values, for ``json.dumps(default=...)``."""
+    if hasattr(obj, "tolist"):
+        return obj.tolist()
+    if isinstance(obj, (set, frozenset, tuple)):
+        return list(obj)
+    return str(obj)
+
+
+def finite_only(value: Any) -> Any:
+    """``value`` with every non-finite float (NaN, ±inf) ``None``, recursively; numpy numbers
+    and arrays are read as plain values first (their ``tolist``)."""
+    if hasattr(value, "tolist") and not isinstance(value, (str, bytes)):
+        value = value.tolist()
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: finite_only(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [finite_only(v) for v in value]
+    return value
+
+
+def dumps(row: Any) -> str:
+    """One row as strict JSON: a non-finite number (a reward's ``info``, a missing cell read
+    as NaN) is written ``null`` — ``NaN`` and ``Infinity`` are not JSON, and most readers
+    outside Python refuse the line."""
+    try:
+        return json.dumps(row, ensure_ascii=False, default=json_default, allow_nan=False)
+    except ValueError:
+        return json.dumps(finite_only(row), ensure_ascii=False, default=json_default,
+                          allow_nan=False)
 
 
 def write_rows(rows: Iterator[dict[str, Any]], location: str, fmt: str) -> None:
@@ -297,7 +329,14 @@ def write_rows(rows: Iterator[dict[str, Any]], location: str, fmt: str) -> None:
                     f.write(dumps(row) + "\n")
         elif fmt == "json":
             with open(tmp, "w", encoding="utf-8") as f:
-                json.dump(list(rows), f, ensure_ascii=False, default=str, indent=1)
+                listed = list(rows)
+                try:
+                    text = json.dumps(listed, ensure_ascii=False, default=json_default,
+                                      indent=1, allow_nan=False)
+                except ValueError:  # strict JSON, as dumps writes a line
+                    text = json.dumps(finite_only(listed), ensure_ascii=False,
+                                      default=json_default, indent=1, allow_nan=False)
+                f.write(text)
         elif fmt == "csv":
             _write_csv(list(rows), tmp)
         elif fmt == "parquet":

@@ -189,3 +189,32 @@ def test_killed_run_keeps_rows_and_rerun_finishes_identically(tmp_path, out_name
         final = pd.read_parquet(out).to_dict("records")
     assert [int(r["id"]) for r in final] == list(range(400))
     assert all(r["reward"] == len(r["completion"]) for r in final)
+
+
+def _strict(line):
+    def refuse(token):
+        raise ValueError(f"{token} is not JSON")
+    return json.loads(line, parse_constant=refuse)
+
+
+@pytest.mark.parametrize("suffix", ["jsonl", "json"])
+def test_output_is_strict_json_where_the_input_or_info_holds_nan(tmp_path, suffix):
+    import numpy as np
+
+    from rewardkit.dataio import dumps
+
+    src = tmp_path / "in.jsonl"  # Python writes NaN as the bare token NaN; it reads it back
+    src.write_text("".join(json.dumps({"prompt": "q", "completion": str(i), "reference": "1",
+                                       "weight": float("nan") if i else 0.5,
+                                       "extra": {"x": [float("inf"), 1.0]}}) + "\n"
+                           for i in range(3)))
+    out = tmp_path / f"o.{suffix}"
+    assert main(["score", str(src), "-r", "exact_match", "-q", "-o", str(out)]) == 0
+    text = out.read_text()
+    rows_out = ([_strict(line) for line in text.splitlines()] if suffix == "jsonl"
+                else _strict(text))
+    assert [r["weight"] for r in rows_out] == [0.5, None, None]
+    assert rows_out[1]["extra"] == {"x": [None, 1.0]}
+    assert [r["reward"] for r in rows_out] == [0.0, 1.0, 0.0]
+    info = {"value": 1.0, "info": {"ratio": np.float32("nan"), "curve": np.array([1.0, np.inf])}}
+    assert _strict(dumps(info)) == {"value": 1.0, "info": {"ratio": None, "curve": [1.0, None]}}

@@ -4,17 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from rewardkit.dataio import json_default
 from rewardkit.types import Sample, Score
 
-
-def json_default(obj: Any) -> Any:
-    """Values JSON does not know (numpy numbers and arrays, sets, tuples, objects) as plain
-    values, for ``json.dumps(default=...)``."""
-    if hasattr(obj, "tolist"):
-        return obj.tolist()
-    if isinstance(obj, (set, frozenset, tuple)):
-        return list(obj)
-    return str(obj)
+__all__ = ["json_default", "sample_to_json", "score_from_json"]
 
 
 def sample_to_json(sample: Sample) -> dict[str, Any]:

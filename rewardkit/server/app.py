@@ -16,7 +16,6 @@ import hashlib
 import inspect
 import json
 import logging
-import math
 import re
 from contextlib import asynccontextmanager
 from typing import Any, AsyncIterator, Awaitable, Callable, Optional
@@ -27,6 +26,7 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from ..dataio import finite_only
 from ..integrations.openrlhf import openrlhf_result, samples_from_openrlhf
 from ..integrations.wire import json_default
 from ..types import Sample, SampleError, Score
@@ -214,26 +214,12 @@ def _json(obj: Any) -> bytes:
     try:
         text = json.dumps(obj, default=json_default, ensure_ascii=False, allow_nan=False)
     except ValueError:
-        obj = _finite_only(obj)
+        obj = finite_only(obj)
         text = json.dumps(obj, default=json_default, ensure_ascii=False, allow_nan=False)
     try:
         return text.encode()
     except UnicodeEncodeError:  # a lone surrogate in a Score's info: escape it, stay valid JSON
         return json.dumps(obj, default=json_default, ensure_ascii=True).encode()
-
-
-def _finite_only(obj: Any) -> Any:
-    """``obj`` with every non-finite float ``None`` (numpy values and arrays read as
-    :func:`json_default` reads them first)."""
-    if hasattr(obj, "tolist") and not isinstance(obj, (str, bytes)):
-        obj = obj.tolist()
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {k: _finite_only(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple, set, frozenset)):
-        return [_finite_only(v) for v in obj]
-    return obj
 
 
 def _validation_message(errors: list[dict[str, Any]]) -> str:
