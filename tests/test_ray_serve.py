@@ -90,3 +90,29 @@ def test_a_replica_serves_a_learned_reward_under_workers_auto(tmp_path):
     finally:
         ray_serve.shutdown()
         ray.shutdown()
+
+
+def test_a_connection_limit_ray_serve_cannot_apply_is_refused_before_ray_starts():
+    from dataclasses import replace
+
+    from rewardkit.compose import ConfigError
+
+    base = settings_from_reward("exact_match")
+    assert ray_serve.unapplied_limits(base) == ([], list(ray_serve.CONNECTION_LIMITS))
+    assert "header_timeout_s" in ray_serve.check_limits(base)  # the defaults: a notice
+    for key, value in (("header_timeout_s", 2.0), ("max_header_bytes", 4096),
+                       ("max_connections_per_client", 8)):
+        settings = replace(base, **{key: value})
+        with pytest.raises(ConfigError, match=f"serve.{key} cannot be applied under Ray"):
+            ray_serve.deploy(settings, port=free_port())
+    assert not ray.is_initialized()
+
+
+def test_the_proxy_cuts_a_request_that_outlasts_every_server_limit():
+    from dataclasses import replace
+
+    settings = replace(settings_from_reward("exact_match"), header_timeout_s=10.0,
+                       body_timeout_s=20.0, request_timeout_s=60.0)
+    options = ray_serve.proxy_http_options(settings, "127.0.0.1", 8123)
+    assert options["host"] == "127.0.0.1" and options["port"] == 8123
+    assert options["request_timeout_s"] == 10.0 + 20.0 + 60.0 + ray_serve.PROXY_TIMEOUT_MARGIN_S

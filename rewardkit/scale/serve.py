@@ -9,16 +9,67 @@ Dynamic batching stays inside each replica, in the server's own batcher, rather 
 Serve's ``@serve.batch``: the server's batcher already knows the per-reward limits, keeps rewards
 that normalise across a batch from mixing requests, and reports queue metrics; a second batching
 layer in front would add a wait without adding larger batches.
+
+**Which limits hold.** Everything the app enforces holds on each replica: auth, body size
+(read as it streams in), the in-flight body budget, queue bounds, validation, request time.
+The connection-level limits of ``rewardkit serve`` (``header_timeout_s``, ``max_header_bytes``,
+``max_connections_per_client``) live in its own HTTP server, and under Ray Serve the proxy's
+HTTP server accepts the connections instead: it has no such limits, so :func:`deploy` says so at
+start-up, and refuses a config that sets one of them (a limit asked for and not applied would
+fail open). The proxy does get an end-to-end request timeout (:func:`proxy_http_options`).
 """
 from __future__ import annotations
 
 import sys
 from typing import Any
 
+from dataclasses import fields
+
+from ..compose import ConfigError
 from ..server.config import ServerSettings
 from .quiet import init_ray
 
 APP_NAME = "rewardkit"
+
+CONNECTION_LIMITS = ("header_timeout_s", "max_header_bytes", "max_connections_per_client")
+"""Limits of ``rewardkit serve``'s own HTTP server, which Ray Serve's proxy replaces."""
+
+PROXY_TIMEOUT_MARGIN_S = 30.0
+
+
+def unapplied_limits(settings: ServerSettings) -> tuple[list[str], list[str]]:
+    """``(set, left)``: the connection limits this config sets to other than their defaults
+    (Ray Serve cannot apply them), and those left at their defaults."""
+    defaults = {f.name: f.default for f in fields(ServerSettings)}
+    set_ = [k for k in CONNECTION_LIMITS if getattr(settings, k) != defaults[k]]
+    return set_, [k for k in CONNECTION_LIMITS if k not in set_]
+
+
+def proxy_http_options(settings: ServerSettings, host: str, port: int) -> dict[str, Any]:
+    """Ray Serve's ``http_options``: where the proxy listens, and an end-to-end timeout long
+    enough for a request that sends its headers and body within the server's limits and waits
+    its full ``request_timeout_s`` (plus a margin), so that a stuck or trickling request is cut
+    at the proxy too."""
+    timeout = (settings.header_timeout_s + settings.body_timeout_s + settings.request_timeout_s
+               + PROXY_TIMEOUT_MARGIN_S)
+    return {"host": host, "port": port, "request_timeout_s": timeout}
+
+
+def check_limits(settings: ServerSettings) -> str:
+    """Refuse a config that sets a connection limit Ray Serve cannot apply; return the notice
+    printed at start-up about the ones left at their defaults."""
+    set_, left = unapplied_limits(settings)
+    if set_:
+        raise ConfigError(
+            f"serve.{', serve.'.join(set_)} cannot be applied under Ray Serve: its HTTP proxy "
+            "accepts the connections and has no such limit. Serve without --ray (where "
+            "`rewardkit serve` applies them), or put a reverse proxy that has them (nginx, "
+            "Envoy) in front of Ray Serve and remove the keys from the config.")
+    return ("note: under Ray Serve the connection limits of `rewardkit serve` "
+            f"({', '.join(left)}) do not apply (Ray Serve's proxy accepts the connections): "
+            "a client may send headers slowly or hold many connections. Put a reverse proxy "
+            "with such limits in front when clients are not trusted. Every limit of the app "
+            "(auth, body size and budget, queue, request time) holds on each replica.")
 
 
 class RewardServer:
@@ -75,12 +126,14 @@ def deploy(settings: ServerSettings, replicas: int = 1, *, host: str = "127.0.0.
     one is already initialised. Returns the deployment handle (``blocking=True`` serves until
     interrupted, as ``rewardkit serve`` does). Other keyword arguments go to :func:`deployment`.
     """
+    notice = check_limits(settings)  # before Ray starts: a refused config starts nothing
     import ray
     from ray import serve
 
+    print(notice, file=sys.stderr, flush=True)
     if not ray.is_initialized():
         init_ray(ray, address=address, include_dashboard=False)
-    serve.start(http_options={"host": host, "port": port})
+    serve.start(http_options=proxy_http_options(settings, host, port))
     return serve.run(deployment(settings, replicas, **deployment_options), name=APP_NAME,
                      route_prefix="/", blocking=blocking)
 
