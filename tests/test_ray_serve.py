@@ -116,3 +116,13 @@ def test_the_proxy_cuts_a_request_that_outlasts_every_server_limit():
     options = ray_serve.proxy_http_options(settings, "127.0.0.1", 8123)
     assert options["host"] == "127.0.0.1" and options["port"] == 8123
     assert options["request_timeout_s"] == 10.0 + 20.0 + 60.0 + ray_serve.PROXY_TIMEOUT_MARGIN_S
+
+
+def test_serve_ray_exits_2_naming_the_limit_it_cannot_apply(tmp_path, capsys):
+    from rewardkit.cli import main
+
+    config = tmp_path / "reward.yaml"
+    config.write_text("serve:\n  max_header_bytes: 8192\nrewards:\n  em: exact_match\n")
+    assert main(["serve", "--ray", "--config", str(config), "--port", str(free_port())]) == 2
+    assert "serve.max_header_bytes cannot be applied under Ray" in capsys.readouterr().err
+    assert not ray.is_initialized()

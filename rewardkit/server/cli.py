@@ -105,7 +105,11 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     if getattr(args, "ray", False):
-        args.serve_on_ray(settings, args)
+        try:
+            args.serve_on_ray(settings, args)
+        except ConfigError as exc:  # a limit Ray Serve cannot apply: refused before it starts
+            print(f"error: {exc}", file=sys.stderr)
+            return EXIT_USAGE
         return 0
     try:  # before any startup work, so that a taken port is the first and only message
         bind_socket(args.host, args.port).close()
