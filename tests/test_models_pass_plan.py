@@ -74,6 +74,18 @@ def test_pass_cost_recovers_the_fixed_cost_of_a_pass_in_pad_tokens():
     assert cost.fixed_tokens == pytest.approx(100, rel=0.25)
 
 
+def test_pass_cost_pickles_with_what_it_has_measured():
+    import pickle
+
+    cost = PassCost()
+    for tokens in (100, 400, 1600, 3200):
+        cost.observe(tokens, 0.004 + 0.00004 * tokens)
+    copy = pickle.loads(pickle.dumps(cost))
+    assert copy.fixed_tokens == pytest.approx(cost.fixed_tokens)
+    copy.observe(800, 0.036)  # and goes on measuring
+    assert copy.passes == 5
+
+
 def test_pass_cost_gives_no_estimate_it_cannot_fit():
     same = PassCost()
     for _ in range(20):

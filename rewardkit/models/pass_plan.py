@@ -51,6 +51,13 @@ class PassCost:
         self._sums = [0.0] * 5  # weight, t, t², y, t·y
         self._lock = threading.Lock()
 
+    def __getstate__(self) -> dict:  # a Scorer that holds one pickles (a lock does not)
+        return {k: v for k, v in self.__dict__.items() if k != "_lock"}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
     def observe(self, tokens: int, seconds: float) -> None:
         if tokens <= 0 or not seconds > 0 or not math.isfinite(seconds):
             return
