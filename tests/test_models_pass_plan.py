@@ -170,3 +170,30 @@ def test_a_reward_model_cuts_its_passes_by_the_measured_cost(tmp_path):
         scorer.score(samples)
         assert rows_per_pass == [len(p) for p in expected]
     assert rows_per_pass == [40]  # one pass when a pass costs more than all the padding
+
+
+def test_a_process_reward_model_plans_its_passes_and_scores_as_in_one_pass(tmp_path):
+    import rewardkit
+    from rewardkit import Sample
+    from rewardkit.models.loading import ModelLoadError
+    from rewardkit.testing import make_tiny_reward_model
+
+    path = str(make_tiny_reward_model(tmp_path / "prm", head="token"))
+    rng = random.Random(3)
+    samples = [Sample("q", "\n\n".join("step " * rng.randint(1, 12)
+                                       for _ in range(rng.randint(1, 4)))) for _ in range(24)]
+    auto = rewardkit.load("process_reward", model=path, device="cpu")
+    assert auto.pass_cost is not None
+    for k in range(0, 24, 6):
+        auto.score(samples[k:k + 6])
+    assert auto.pass_cost.passes >= 4
+    auto.pass_cost = PassCost(min_passes=2)  # a pass costs nothing: cut at every length
+    auto.pass_cost.observe(100, 100e-6)
+    auto.pass_cost.observe(1000, 1000e-6)
+    whole = rewardkit.load("process_reward", model=path, device="cpu", max_padding=None)
+    assert whole.pass_cost is None
+    a, b = auto.score(samples), whole.score(samples)
+    assert [s.steps for s in a] == [pytest.approx(s.steps, abs=1e-4) for s in b]
+    for bad in (1.5, -0.1, True, "half"):
+        with pytest.raises(ModelLoadError, match="max_padding must be a fraction"):
+            rewardkit.load("process_reward", model=path, device="cpu", max_padding=bad)

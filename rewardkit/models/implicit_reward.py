@@ -48,7 +48,7 @@ from ..types import Sample, Score
 from . import encoding
 from .loading import (ModelLoadError, load_causal_lm, load_config, load_tokenizer, read_sidecar,
                       resolve_device_dtype)
-from .pass_plan import AUTO_MAX_PADDING, PassCost, forward_passes
+from .pass_plan import check_max_padding, forward_passes, padding_policy
 from .process_reward import split_steps
 
 REDUCTIONS = ("sum", "mean")
@@ -118,10 +118,7 @@ class ImplicitRewardScorer(Scorer):
             raise ModelLoadError(f"beta must be a positive number, got {beta!r}")
         if batch_tokens < 1 or (max_length is not None and max_length < 2):
             raise ModelLoadError("batch_tokens must be >= 1 and max_length >= 2")
-        if max_padding not in ("auto", None) and not (
-                isinstance(max_padding, (int, float)) and 0 <= max_padding < 1):
-            raise ModelLoadError(f"max_padding must be a fraction in [0, 1), auto or None, got "
-                                 f"{max_padding!r}")
+        check_max_padding(max_padding)
         if not isinstance(model, str) or not model:
             raise ModelLoadError("model must be a local folder or a hub id (model=PATH_OR_ID)")
         self.name = name or self.name
@@ -148,10 +145,7 @@ class ImplicitRewardScorer(Scorer):
                                      "the model's tokenizer")
         self.max_length = max_length or min(int(self.tokenizer.model_max_length or 4096), 4096)
         self.batch_tokens, self.max_batch_size = batch_tokens, max_batch_size
-        auto = max_padding == "auto" and str(self.device) == "cpu"
-        self.max_padding: float | None = AUTO_MAX_PADDING if auto else (
-            None if max_padding in ("auto", None) else float(max_padding))
-        self.pass_cost = PassCost() if auto else None
+        self.max_padding, self.pass_cost = padding_policy(max_padding, self.device)
         self.use_chat_template = chat_template
         self.plain_format = plain_format or self.sidecar.get("plain_format",
                                                              encoding.PLAIN_FORMAT)

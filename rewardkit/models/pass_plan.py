@@ -27,6 +27,7 @@ import time
 from typing import Iterator, Sequence
 
 from . import encoding
+from .loading import ModelLoadError
 
 MAX_FIXED_TOKENS = 4096.0
 """The largest fixed cost a fit may report, in padded tokens (a noisy fit cannot make every
@@ -34,6 +35,26 @@ batch one pass of any width)."""
 
 AUTO_MAX_PADDING = 0.1
 """The share of padding that starts another pass before the cost of a pass is measured."""
+
+
+def check_max_padding(max_padding: object) -> None:
+    """Refuse a ``max_padding`` that is not a fraction in [0, 1), ``auto`` or None."""
+    if max_padding in ("auto", None):
+        return
+    if (isinstance(max_padding, bool) or not isinstance(max_padding, (int, float))
+            or not 0 <= max_padding < 1):
+        raise ModelLoadError(f"max_padding must be a fraction in [0, 1), auto or None, got "
+                             f"{max_padding!r}")
+
+
+def padding_policy(max_padding: object, device: object) -> tuple[float | None, "PassCost | None"]:
+    """``(share, cost)`` for :func:`forward_passes`: ``auto`` on a CPU measures what a pass
+    costs (the 10% rule until it has), ``auto`` elsewhere is one pass per token budget (on a
+    GPU padding is nearly free), and a fraction or None is the fixed rule, unmeasured."""
+    check_max_padding(max_padding)
+    if max_padding == "auto":
+        return (AUTO_MAX_PADDING, PassCost()) if str(device) == "cpu" else (None, None)
+    return (None if max_padding is None else float(max_padding)), None  # type: ignore[arg-type]
 
 
 class PassCost:

@@ -34,6 +34,7 @@ from ..types import Sample, Score
 from . import encoding
 from .loading import (ModelLoadError, load_classifier, load_config, load_tokenizer, read_sidecar,
                       resolve_device_dtype)
+from .pass_plan import check_max_padding, forward_passes, padding_policy
 
 LAYOUTS = ("auto", "separator", "step_token")
 AGGREGATES = ("min", "last", "prod", "mean")
@@ -129,8 +130,8 @@ class ProcessRewardScorer(Scorer):
         aggregate: ``min`` | ``last`` | ``prod`` | ``mean`` of the step scores → ``value``.
         positive_label: class index meaning "right" (default: the last class; one-output heads
             read ``sigmoid``).
-        max_length, batch_tokens, max_batch_size, device, dtype, chat_template, pad_token,
-        trust_remote_code, error_value: as for ``reward_model``. Past ``max_length`` the
+        max_length, batch_tokens, max_batch_size, max_padding, device, dtype, chat_template,
+        pad_token, trust_remote_code, error_value: as for ``reward_model``. Past ``max_length`` the
         sequence keeps its start; steps cut off are unscored and counted in ``info``.
     """
 
@@ -141,7 +142,8 @@ class ProcessRewardScorer(Scorer):
                  step_token: str | None = None, system_prompt: str | None = None,
                  aggregate: str = "min", positive_label: int | None = None,
                  max_length: int | None = None, batch_tokens: int = 16384,
-                 max_batch_size: int | None = None, device: str = "auto", dtype: str = "auto",
+                 max_batch_size: int | None = None, max_padding: float | str | None = "auto",
+                 device: str = "auto", dtype: str = "auto",
                  chat_template: bool = True, pad_token: str | None = None,
                  trust_remote_code: bool = False, error_value: float = 0.0,
                  name: str | None = None) -> None:
@@ -152,6 +154,7 @@ class ProcessRewardScorer(Scorer):
                                  f"{aggregate!r}")
         if not step_sep:
             raise ModelLoadError("step_sep must be a non-empty string (default: blank lines)")
+        check_max_padding(max_padding)
         self.name = name or self.name
         self.error_value = error_value
         sidecar = read_sidecar(model) if isinstance(model, str) else {}
@@ -182,6 +185,7 @@ class ProcessRewardScorer(Scorer):
         self.max_length = max_length or min(int(self.tokenizer.model_max_length or 4096), 4096)
         self.batch_tokens = batch_tokens
         self.max_batch_size = max_batch_size
+        self.max_padding, self.pass_cost = padding_policy(max_padding, self.device)
 
     def steps_of(self, sample: Sample) -> list[str]:
         given = (sample.metadata or {}).get("steps")
@@ -206,8 +210,8 @@ class ProcessRewardScorer(Scorer):
 
         out: list[list[float]] = [[] for _ in encoded]
         lengths = [len(e.ids) for e in encoded]
-        for idx in encoding.token_budget_batches(lengths, self.batch_tokens,
-                                                 self.max_batch_size):
+        for idx in forward_passes(lengths, self.batch_tokens, self.max_batch_size,
+                                  self.max_padding, self.pass_cost):
             batch = encoding.pad([encoded[i].ids for i in idx], self.tokenizer.pad_token_id,
                                  self.device)
             with torch.inference_mode():

@@ -21,7 +21,7 @@ from ..types import Sample, Score
 from . import encoding
 from .loading import (ModelLoadError, load_classifier, load_config, load_tokenizer, read_sidecar,
                       resolve_device_dtype)
-from .pass_plan import AUTO_MAX_PADDING, PassCost, forward_passes
+from .pass_plan import check_max_padding, forward_passes, padding_policy
 
 OUTPUTS = ("logit", "sigmoid", "centered")
 
@@ -73,10 +73,7 @@ class RewardModelScorer(Scorer):
         if output == "centered" and center is None and center_data is None:
             raise ModelLoadError("output='centered' needs center=VALUE or center_data=SAMPLES "
                                  "(a reference set whose mean logit is subtracted)")
-        if max_padding not in ("auto", None) and not (
-                isinstance(max_padding, (int, float)) and 0 <= max_padding < 1):
-            raise ModelLoadError(f"max_padding must be a fraction in [0, 1), auto or None, got "
-                                 f"{max_padding!r}")
+        check_max_padding(max_padding)
         self.name = name or self.name
         outputs = self._load(model, tokenizer, max_length, batch_tokens, max_batch_size, device,
                              dtype, chat_template, plain_format, pad_token, trust_remote_code,
@@ -86,9 +83,7 @@ class RewardModelScorer(Scorer):
                 f"{model!r} has a classification head with {outputs} outputs; `reward_model` "
                 "reads a head with one output (a reward). Multi-objective heads are not read "
                 "as one reward.")
-        if max_padding != "auto":
-            self.max_padding = None if max_padding is None else float(max_padding)
-            self.pass_cost = None
+        self.max_padding, self.pass_cost = padding_policy(max_padding, self.device)
         self.output = output
         self.center = center
         if output == "centered" and center is None:
@@ -118,9 +113,7 @@ class RewardModelScorer(Scorer):
         self.max_length = max_length or min(int(self.tokenizer.model_max_length or 4096), 4096)
         self.batch_tokens = batch_tokens
         self.max_batch_size = max_batch_size
-        cpu = str(self.device) == "cpu"
-        self.max_padding: float | None = AUTO_MAX_PADDING if cpu else None
-        self.pass_cost: PassCost | None = PassCost() if cpu else None
+        self.max_padding, self.pass_cost = padding_policy("auto", self.device)
         self.use_chat_template = chat_template
         self.plain_format = plain_format or self.sidecar.get("plain_format",
                                                              encoding.PLAIN_FORMAT)
