@@ -308,15 +308,16 @@ def finite_only(value: Any) -> Any:
     return value
 
 
-def dumps(row: Any) -> str:
-    """One row as strict JSON: a non-finite number (a reward's ``info``, a missing cell read
-    as NaN) is written ``null`` — ``NaN`` and ``Infinity`` are not JSON, and most readers
-    outside Python refuse the line."""
+def dumps(value: Any, indent: int | None = None, ensure_ascii: bool = False) -> str:
+    """Strict JSON: a non-finite number (a reward's ``info``, a missing cell read as NaN) is
+    written ``null`` — ``NaN`` and ``Infinity`` are not JSON, and most readers outside Python
+    refuse them; values JSON does not know as :func:`json_default` writes them."""
     try:
-        return json.dumps(row, ensure_ascii=False, default=json_default, allow_nan=False)
-    except ValueError:
-        return json.dumps(finite_only(row), ensure_ascii=False, default=json_default,
+        return json.dumps(value, ensure_ascii=ensure_ascii, default=json_default, indent=indent,
                           allow_nan=False)
+    except ValueError:
+        return json.dumps(finite_only(value), ensure_ascii=ensure_ascii, default=json_default,
+                          indent=indent, allow_nan=False)
 
 
 def write_rows(rows: Iterator[dict[str, Any]], location: str, fmt: str) -> None:
@@ -329,14 +330,7 @@ def write_rows(rows: Iterator[dict[str, Any]], location: str, fmt: str) -> None:
                     f.write(dumps(row) + "\n")
         elif fmt == "json":
             with open(tmp, "w", encoding="utf-8") as f:
-                listed = list(rows)
-                try:
-                    text = json.dumps(listed, ensure_ascii=False, default=json_default,
-                                      indent=1, allow_nan=False)
-                except ValueError:  # strict JSON, as dumps writes a line
-                    text = json.dumps(finite_only(listed), ensure_ascii=False,
-                                      default=json_default, indent=1, allow_nan=False)
-                f.write(text)
+                f.write(dumps(list(rows), indent=1))
         elif fmt == "csv":
             _write_csv(list(rows), tmp)
         elif fmt == "parquet":

@@ -114,8 +114,7 @@ def test_forward_passes_times_each_pass_and_then_plans_by_the_fit():
     first = list(forward_passes(lengths, 10**6, None, 0.1, cost))
     assert first == list(token_budget_batches(lengths, 10**6, None, 0.1))  # not measured yet
     assert cost.passes == len(first)
-    cost._sums = [0.0] * 5  # a machine where a pass costs nothing but its tokens
-    cost.passes = 0
+    cost = PassCost(min_passes=2)  # a machine where a pass costs nothing but its tokens
     for tokens in (100, 400, 800, 1600):
         cost.observe(tokens, tokens * 1e-5)
     planned = list(forward_passes(lengths, 10**6, None, 0.1, cost))

@@ -36,6 +36,11 @@ def test_two_replicas_score_with_the_servers_auth_and_endpoints():
         assert [s["value"] for s in ok.json()["scores"]] == [1.0, 0.0]
         assert httpx.post(f"{url}/v1/score", json=body, timeout=30).status_code == 401
         assert httpx.get(f"{url}/health", timeout=30).json()["status"] == "ok"
+        from ray.serve.context import _get_global_client
+
+        http = _get_global_client().http_config  # the proxy got the end-to-end timeout
+        assert http.request_timeout_s == ray_serve.proxy_http_options(
+            settings_from_reward("exact_match"), "127.0.0.1", port)["request_timeout_s"]
     finally:
         ray_serve.shutdown()
         ray.shutdown()
@@ -108,14 +113,14 @@ def test_a_connection_limit_ray_serve_cannot_apply_is_refused_before_ray_starts(
     assert not ray.is_initialized()
 
 
-def test_the_proxy_cuts_a_request_that_outlasts_every_server_limit():
+def test_the_proxy_timeout_outlasts_every_server_limit():
     from dataclasses import replace
 
-    settings = replace(settings_from_reward("exact_match"), header_timeout_s=10.0,
+    settings = replace(settings_from_reward("exact_match"), header_timeout_s=7.0,
                        body_timeout_s=20.0, request_timeout_s=60.0)
     options = ray_serve.proxy_http_options(settings, "127.0.0.1", 8123)
     assert options["host"] == "127.0.0.1" and options["port"] == 8123
-    assert options["request_timeout_s"] == 10.0 + 20.0 + 60.0 + ray_serve.PROXY_TIMEOUT_MARGIN_S
+    assert options["request_timeout_s"] == 7.0 + 20.0 + 60.0 + ray_serve.PROXY_TIMEOUT_MARGIN_S
 
 
 def test_serve_ray_exits_2_naming_the_limit_it_cannot_apply(tmp_path, capsys):

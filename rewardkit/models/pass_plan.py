@@ -47,7 +47,7 @@ def check_max_padding(max_padding: object) -> None:
                              f"{max_padding!r}")
 
 
-def padding_policy(max_padding: object, device: object) -> tuple[float | None, "PassCost | None"]:
+def padding_policy(max_padding: object, device: object) -> tuple[float | None, PassCost | None]:
     """``(share, cost)`` for :func:`forward_passes`: ``auto`` on a CPU measures what a pass
     costs (the 10% rule until it has), ``auto`` elsewhere is one pass per token budget (on a
     GPU padding is nearly free), and a fraction or None is the fixed rule, unmeasured."""
@@ -115,11 +115,11 @@ def plan_passes(lengths: Sequence[int], fixed_tokens: float, batch_tokens: int,
     A cut inside a run of equal lengths never lowers the cost (the rows after it are padded
     to the same width anyway), so the search runs over the distinct lengths — a group of them
     too big for one pass is split into full passes — looking back at most ``window`` lengths."""
+    if not lengths:
+        return []
     order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
     width = [max(1, lengths[i]) for i in order]
     bounds = [0] + [k for k in range(1, len(width)) if width[k] != width[k - 1]] + [len(width)]
-    if not order:
-        return []
 
     def per_pass(w: int) -> int:
         rows = max(1, batch_tokens // w)
@@ -151,9 +151,8 @@ def forward_passes(lengths: Sequence[int], batch_tokens: int, max_batch_size: in
                    max_padding: float | None, cost: PassCost | None) -> Iterator[list[int]]:
     """The passes a scorer runs for rows of these lengths: cut by :func:`plan_passes` when
     ``cost`` has measured a pass, else by :func:`encoding.token_budget_batches` with
-    ``max_padding``. With a
-    ``cost``, the time between handing out a pass and asking for the next — the caller's
-    forward pass — is observed."""
+    ``max_padding``. With a ``cost``, the time between handing out a pass and asking for the
+    next — the caller's forward pass — is observed."""
     fixed = cost.fixed_tokens if cost is not None else None
     if fixed is not None:
         plan: Iterator[list[int]] | list[list[int]] = plan_passes(

@@ -21,9 +21,8 @@ fail open). The proxy does get an end-to-end request timeout (:func:`proxy_http_
 from __future__ import annotations
 
 import sys
-from typing import Any
-
 from dataclasses import fields
+from typing import Any
 
 from ..compose import ConfigError
 from ..server.config import ServerSettings
@@ -148,7 +147,10 @@ def shutdown() -> None:
 def add_ray_arguments(parser: Any) -> None:
     """The ``rewardkit serve`` flags for Ray Serve (``--ray``, ``--replicas``, ...)."""
     group = parser.add_argument_group("Ray Serve (pip install 'rewardkit[ray]'; docs/scale.md)")
-    group.add_argument("--ray", action="store_true", help="serve as a Ray Serve deployment")
+    group.add_argument("--ray", action="store_true",
+                       help="serve as a Ray Serve deployment (its proxy accepts the connections: "
+                            "header_timeout_s, max_header_bytes and max_connections_per_client "
+                            "do not apply, and a config that sets them is refused)")
     group.add_argument("--ray-address", default=None,
                        help="Ray cluster to join (`auto`: the running one); default a local Ray")
     group.add_argument("--replicas", type=int, default=1, help="replicas (initial, if autoscaling)")

@@ -26,9 +26,8 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from ..dataio import finite_only
+from ..dataio import dumps
 from ..integrations.openrlhf import openrlhf_result, samples_from_openrlhf
-from ..integrations.wire import json_default
 from ..types import Sample, SampleError, Score
 from .batching import Batcher, QueueFull
 from .config import ServerSettings
@@ -212,14 +211,9 @@ def _json(obj: Any) -> bytes:
     (a Score's value is finite — :meth:`Scorer.score` makes a non-finite one an error — but
     its ``info`` is the reward's own: a non-finite number there becomes ``null``)."""
     try:
-        text = json.dumps(obj, default=json_default, ensure_ascii=False, allow_nan=False)
-    except ValueError:
-        obj = finite_only(obj)
-        text = json.dumps(obj, default=json_default, ensure_ascii=False, allow_nan=False)
-    try:
-        return text.encode()
+        return dumps(obj).encode()
     except UnicodeEncodeError:  # a lone surrogate in a Score's info: escape it, stay valid JSON
-        return json.dumps(obj, default=json_default, ensure_ascii=True).encode()
+        return dumps(obj, ensure_ascii=True).encode()
 
 
 def _validation_message(errors: list[dict[str, Any]]) -> str:
