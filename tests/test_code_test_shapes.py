@@ -30,8 +30,9 @@ def mbpp(record: dict) -> dict:
                                               record["test_list"])}
 
 
-def apps(record: dict) -> str:
-    return record["input_output"]  # the JSON string, as APPS and TACO store it
+def apps(record: dict, harness: str = "apps") -> dict:
+    # input_output is a JSON string, as APPS and TACO store it
+    return {**json.loads(record["input_output"]), "harness": harness}
 
 
 def lcb(record: dict) -> dict:
@@ -39,8 +40,9 @@ def lcb(record: dict) -> dict:
     if cases[0]["testtype"] == "functional":
         return {"fn_name": json.loads(record["metadata"])["func_name"],
                 "inputs": [[json.loads(a) for a in c["input"].split("\n")] for c in cases],
-                "outputs": [json.loads(c["output"]) for c in cases]}
-    return {"inputs": [c["input"] for c in cases], "outputs": [c["output"] for c in cases]}
+                "outputs": [json.loads(c["output"]) for c in cases], "harness": "livecodebench"}
+    return {"inputs": [c["input"] for c in cases], "outputs": [c["output"] for c in cases],
+            "harness": "livecodebench"}
 
 
 # -- the records ---------------------------------------------------------------------------------------
@@ -164,7 +166,7 @@ SHAPES = {
     "taco_call_based_solution_class": (
         apps({"input_output": json.dumps({"fn_name": "twoSum",
                                           "inputs": [[[2, 7, 11, 15], 9], [[3, 2, 4], 6]],
-                                          "outputs": [[0, 1], [1, 2]]})}),
+                                          "outputs": [[0, 1], [1, 2]]})}, "taco"),
         fenced(TWO_SUM), fenced(TWO_SUM_WRONG), ""),
     # LiveCodeBench
     "livecodebench_stdin": (

@@ -30,8 +30,10 @@ CHANNEL_FD = 3
 
 
 def plain(value):
-    """Convert common non-builtin results (NumPy scalars and arrays) to builtin data. Runs in the
-    candidate's process: whatever it yields is still checked by the strict encoder."""
+    """Convert common non-builtin results to builtin data: NumPy scalars and arrays, and dict
+    subclasses (``Counter``, ``defaultdict``, ``OrderedDict``) to a dict of their items, which
+    the benchmarks' ``==`` compares them as. Runs in the candidate's process: whatever it
+    yields is still checked by the strict encoder."""
     module = type(value).__module__ or ""
     if module.startswith("numpy"):
         if hasattr(value, "tolist"):
@@ -40,6 +42,8 @@ def plain(value):
             return value.item()
     if isinstance(value, (list, tuple)) and type(value) in (list, tuple):
         return type(value)(plain(v) for v in value)
+    if isinstance(value, dict):
+        return {plain(k): plain(v) for k, v in dict.items(value)}
     return value
 
 

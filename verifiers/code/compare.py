@@ -9,6 +9,11 @@ Modes (option ``compare``):
   match when ``math.isclose`` within ``rel_tol``/``abs_tol``. An expected integer (a token
   written as one, or a returned ``int``) is matched exactly: tolerance is for rounding, and
   a count one off in a billion is a wrong answer, not a rounding error.
+- ``"apps"``: APPS's and TACO's harness: tokens, and numbers within ``numpy.allclose``'s
+  default tolerance (``|a - b| <= 1e-8 + 1e-5 * |expected|``), so ``0.3333333333333333``
+  matches ``0.333333333``; an expected integer is still matched exactly, as in ``"float"``.
+- ``"livecodebench"``: LiveCodeBench's harness: the stripped lines, as many as expected, each
+  the same text or the same list of exact decimals (``2.5`` matches ``2.50``, not ``2.5000001``).
 
 Numbers of any size are decided, never an error: integer tokens are compared as digit strings
 (no ``int()``, whose conversion is refused past 4,300 digits), other number tokens as exact
@@ -20,14 +25,20 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation, localcontext
+from decimal import (MAX_EMAX, MIN_EMIN, Context, Decimal, DecimalException, InvalidOperation,
+                     localcontext)
 from fractions import Fraction
 from typing import Any
 
 from rewardkit.dataio import json_shape
 
-MODES = ("exact", "whitespace", "float")
+MODES = ("exact", "whitespace", "float", "apps", "livecodebench")
 _INTEGER = re.compile(r"[+-]?\d+")
+#: Arithmetic on number tokens of any exponent a token can hold: the default context's exponent
+#: bound (999,999) would raise ``decimal.Overflow`` on ``1e9999999``.
+_WIDE = Context(prec=50, Emax=MAX_EMAX, Emin=MIN_EMIN)
+#: ``numpy.allclose``'s defaults, which APPS's and TACO's harnesses compare numbers with.
+APPS_RTOL, APPS_ATOL = 1e-5, 1e-8
 
 
 @dataclass(frozen=True)
@@ -71,15 +82,20 @@ def _canonical_integer(token: str) -> str:
 
 
 def _decimals_close(x: Decimal, y: Decimal, options: CompareOptions) -> bool:
-    """``math.isclose`` on exact decimals: no overflow at any size."""
+    """``math.isclose`` on exact decimals (``numpy.allclose``'s rule, relative to the expected
+    ``y``, in ``"apps"`` mode): no overflow at any size."""
     if x.is_nan() or y.is_nan():
         return x.is_nan() and y.is_nan()
-    if x.is_infinite() or y.is_infinite():
+    if x.is_infinite() or y.is_infinite() or x == y:
         return x == y
-    with localcontext() as context:
-        context.prec = 50
-        return abs(x - y) <= max(Decimal(options.rel_tol) * max(abs(x), abs(y)),
-                                 Decimal(options.abs_tol))
+    try:
+        with localcontext(_WIDE):
+            if options.mode == "apps":
+                return abs(x - y) <= Decimal(APPS_ATOL) + Decimal(APPS_RTOL) * abs(y)
+            return abs(x - y) <= max(Decimal(options.rel_tol) * max(abs(x), abs(y)),
+                                     Decimal(options.abs_tol))
+    except DecimalException:  # past even the widest exponents: not within any tolerance
+        return False
 
 
 def _tokens_close(a: str, b: str, options: CompareOptions) -> bool:
@@ -97,10 +113,34 @@ def _tokens_close(a: str, b: str, options: CompareOptions) -> bool:
     return _decimals_close(x, y, options)
 
 
+def _decimal_line(line: str) -> list[Decimal] | None:
+    try:
+        return [Decimal(token) for token in line.split()]
+    except (InvalidOperation, ValueError):
+        return None
+
+
+def _lines_match_as_decimals(actual: str, expected: str) -> bool:
+    """LiveCodeBench's rule: the stripped lines, as many as expected, each equal as text or as a
+    list of exact decimals."""
+    got = [line.strip() for line in actual.strip().split("\n")]
+    want = [line.strip() for line in expected.strip().split("\n")]
+    if len(got) != len(want):
+        return False
+    for a, b in zip(got, want):
+        if a != b:
+            x, y = _decimal_line(a), _decimal_line(b)
+            if x is None or y is None or x != y:
+                return False
+    return True
+
+
 def text_matches(actual: str, expected: str, options: CompareOptions) -> bool:
     """Whether a program's stdout matches the expected stdout under ``options.mode``."""
     if options.mode == "exact":
         return actual == expected
+    if options.mode == "livecodebench":
+        return _lines_match_as_decimals(actual, expected)
     got, want = actual.split(), expected.split()
     if options.mode == "whitespace":
         return got == want

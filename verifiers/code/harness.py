@@ -46,7 +46,7 @@ import time
 from typing import Any, Callable
 
 from .compare import CompareOptions, value_matches
-from .messages import failure_message, short_repr
+from .messages import failure_message, printable, short_repr
 from .scoping import free_names, module_bindings, stub_functions, trusted_module
 from .testfile import (collect_test_functions, instrumented, required_parameters,
                        top_level_statements)
@@ -193,7 +193,7 @@ def _close(fd: int) -> None:
 
 def _error_fields(error: Any) -> tuple[str, str]:
     if isinstance(error, list) and len(error) == 2 and all(isinstance(e, str) for e in error):
-        return error[0][:200], error[1][:2000]
+        return printable(error[0][:200]), printable(error[1][:2000])
     return "Error", "the candidate reported a malformed error"
 
 
@@ -343,7 +343,7 @@ class Checker:
     def _record(self, name: str | None, verdict: str, message: str | None, elapsed: float) -> None:
         entry: dict[str, Any] = {"name": name, "verdict": verdict, "time_s": round(elapsed, 6)}
         if message:
-            entry["message"] = message
+            entry["message"] = printable(message)
         self.results.append(entry)
 
     def _prompt_helpers(self, namespace: dict[str, Any], wanted: set[str]) -> set[str]:
@@ -499,6 +499,8 @@ class Checker:
             except Exception as exc:  # noqa: BLE001 - the candidate raised: a failed case
                 entry = {"verdict": "failed", "message": f"{type(exc).__name__}: {exc}"[:2000]}
             entry["time_s"] = round(time.perf_counter() - start, 6)
+            if "message" in entry:
+                entry["message"] = printable(entry["message"])
             self.results.append(entry)
             if self.channel.gone:
                 break

@@ -7,6 +7,18 @@ import traceback
 from typing import Any
 
 
+def printable(text: str) -> str:
+    """``text`` with every lone surrogate escaped (``\\ud800``). A candidate chooses the text
+    of its exceptions and values, and JSON carries a lone surrogate across the channel; left
+    in, it would make every UTF-8 writer of the Score (a results file, a server reply, a log)
+    fail on the row."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
+
+
 def failure_message(exc: BaseException, test: str) -> str:
     """A failure's message; a bare ``assert`` is named by its line of the test."""
     if isinstance(exc, AssertionError) and not str(exc):

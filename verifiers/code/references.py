@@ -11,7 +11,9 @@ Four styles, told apart by their keys:
   any other top-level statement that fails or runs asserts (a ``for`` block, ``check(f)``).
 - I/O (APPS/TACO): ``{"inputs": [stdin, ...], "outputs": [stdout, ...]}``.
 - call (APPS/TACO): ``{"fn_name": "f", "inputs": [[args...], ...], "outputs": [value, ...]}``.
-Any style may add ``"language"``, ``"timeout"`` (seconds per test) and ``"memory_mb"``.
+Any style may add ``"language"``, ``"timeout"`` (seconds per test) and ``"memory_mb"``; I/O and
+call styles may add ``"harness"`` (``"apps"``, ``"taco"`` or ``"livecodebench"``): the benchmark
+whose harness the program is run and compared as (its import prelude, its output comparison).
 A reference may also be given as a JSON string (APPS stores ``input_output`` that way).
 """
 from __future__ import annotations
@@ -27,6 +29,8 @@ from .extract import normalise_language
 from .testfile import top_level_statements
 
 STYLES = ("humaneval", "assert", "io", "call")
+#: Benchmarks whose harness a reference may name (``"harness"``), see :mod:`.preludes`.
+HARNESSES = ("apps", "taco", "livecodebench")
 
 
 @dataclass(frozen=True)
@@ -46,6 +50,8 @@ class CodeReference:
         language: the language the reference asks for, or None.
         timeout: seconds per test case, or None for the reward's default.
         memory_mb: memory limit, or None for the reward's default.
+        harness: the benchmark whose harness the reference's tests come from (one of
+            :data:`HARNESSES`), or None.
     """
 
     style: str
@@ -58,6 +64,7 @@ class CodeReference:
     language: str | None = None
     timeout: float | None = None
     memory_mb: int | None = None
+    harness: str | None = None
 
     @property
     def n_tests(self) -> int:
@@ -67,6 +74,16 @@ class CodeReference:
             test = self.test or ""
             return max(1, len(counted_statements(test)) + len(test_functions(test)))
         return 1
+
+    @property
+    def time_units(self) -> int:
+        """How many parts of the tests run under a deadline of their own: in assert style every
+        top-level statement (a setup line that calls the candidate takes time like an
+        ``assert``) and every test function; the sandboxed run's whole budget is sized on it."""
+        if self.style == "assert":
+            test = self.test or ""
+            return max(1, len(top_level_statements(ast.parse(test))) + len(test_functions(test)))
+        return self.n_tests
 
 
 def assert_statements(test: str) -> list[int]:
@@ -163,6 +180,9 @@ def parse_reference(reference: Any) -> CodeReference:
                    "{'test', 'entry_point'}, {'inputs', 'outputs'} or "
                    "{'fn_name', 'inputs', 'outputs'}")
     common = _common(reference)
+    if "test" in reference and common["harness"] is not None:
+        raise _bad("'harness' names the benchmark of I/O and call-style tests ('inputs'/"
+                   "'outputs'); a reference with 'test' runs its own test code: leave it out")
     if "test" in reference:
         test = _python(reference["test"], "test")
         entry = reference.get("entry_point")
@@ -206,7 +226,13 @@ def parse_reference(reference: Any) -> CodeReference:
 
 
 def _common(reference: Mapping[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {"language": None, "timeout": None, "memory_mb": None}
+    out: dict[str, Any] = {"language": None, "timeout": None, "memory_mb": None, "harness": None}
+    harness = reference.get("harness")
+    if harness is not None:
+        if harness not in HARNESSES:
+            raise _bad(f"unknown harness {harness!r}; use one of {', '.join(HARNESSES)} (or leave "
+                       "it out)")
+        out["harness"] = harness
     language = reference.get("language")
     if language is not None:
         out["language"] = normalise_language(language) if isinstance(language, str) else None

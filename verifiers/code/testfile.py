@@ -29,13 +29,48 @@ def top_level_statements(tree: ast.Module) -> list[ast.stmt]:
     return out
 
 
-class _CountChecks(ast.NodeTransformer):
-    """Puts ``__rk_check__()`` before every ``assert``: the checker counts the checks a test ran
-    (evidence that it tested something, see ``harness.Checker``)."""
+def _raises(statements: list[ast.stmt]) -> bool:
+    """Whether a ``raise`` is among ``statements`` (or blocks nested in them), outside any
+    function or class they define."""
+    todo = list(statements)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.Raise):
+            return True
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
+                                 ast.Lambda)):
+            todo.extend(ast.iter_child_nodes(node))
+    return False
 
-    def visit_Assert(self, node: ast.Assert) -> list[ast.stmt]:
+
+def _is_assert_method_call(node: ast.expr) -> bool:
+    """``x.assertEqual(...)``, ``self.assertTrue(...)``, ``case.fail(...)``: unittest's checks."""
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+        and (node.func.attr.startswith("assert") or node.func.attr == "fail")
+
+
+class _CountChecks(ast.NodeTransformer):
+    """Puts ``__rk_check__()`` before every check: the checker counts the checks a test ran
+    (evidence that it tested something, see ``harness.Checker``). A check is an ``assert``, an
+    ``if`` that raises (``if f(x) != y: raise AssertionError``, also inside a helper the test
+    calls) and a unittest ``assert*`` method call (``unittest.TestCase().assertEqual(...)``):
+    test files written with ``raise`` test as much as those written with ``assert``."""
+
+    @staticmethod
+    def _counted(node: ast.stmt) -> list[ast.stmt]:
         call = ast.Expr(ast.Call(ast.Name("__rk_check__", ast.Load()), [], []))
         return [ast.copy_location(call, node), node]
+
+    def visit_Assert(self, node: ast.Assert) -> list[ast.stmt]:
+        return self._counted(node)
+
+    def visit_If(self, node: ast.If) -> Any:
+        self.generic_visit(node)
+        return self._counted(node) if _raises(node.body + node.orelse) else node
+
+    def visit_Expr(self, node: ast.Expr) -> Any:
+        self.generic_visit(node)
+        return self._counted(node) if _is_assert_method_call(node.value) else node
 
 
 def instrumented(tree: ast.AST) -> ast.AST:

@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import ast
 import os
-import re
 import threading
 import time
-import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, fields
 from typing import Any
@@ -22,7 +20,8 @@ from rewardkit.scorer import Scorer, require_reference
 from rewardkit.types import Sample, Score
 
 from .compare import MODES, CompareOptions
-from .extract import extract_code, normalise_language
+from .extract import defines, extract_code, normalise_language
+from .program import build_program, needed_names
 from .checkers import CheckerPool
 from .references import CodeReference, parse_reference
 from .runners import Outcome, run_calls, run_io, run_checked
@@ -39,9 +38,10 @@ class CodeOptions:
         timeout: seconds per test case (a reference's ``"timeout"`` overrides it). In HumanEval
             style the whole ``check`` call is one test.
         memory_mb: memory limit of the candidate (a reference's ``"memory_mb"`` overrides it).
-        compare: how I/O outputs are compared: "exact", "whitespace" or "float" (see
-            :mod:`rewardkit.verifiers.code.compare`); "float" also makes call-style numbers
-            compare with tolerance.
+        compare: how I/O outputs are compared: "exact", "whitespace", "float", "apps" or
+            "livecodebench" (see :mod:`rewardkit.verifiers.code.compare`); "float" also makes
+            call-style numbers compare with tolerance. A reference's ``"harness"`` picks its
+            benchmark's comparison instead.
         rel_tol: relative tolerance of "float" comparison.
         abs_tol: absolute tolerance of "float" comparison.
         language: the language assumed when neither the code fence nor the reference names one.
@@ -55,8 +55,7 @@ class CodeOptions:
         stderr_chars: characters of the candidate's stderr kept in ``info["stderr"]``.
         max_output_bytes: stdout/stderr bytes kept per run.
         checker_memory_mb: address-space limit of each checker process (the trusted side that
-            runs the tests and decodes the candidate's replies). ``judge_memory_mb`` is its
-            deprecated name, still accepted.
+            runs the tests and decodes the candidate's replies).
         max_reply_mb: largest reply (one value sent back by the candidate) a checker reads, in
             MiB; a larger one is refused unread and fails its test, so a checker's memory stays
             within a small multiple of it.
@@ -117,12 +116,6 @@ class CodeVerifier(Scorer):
     name = "code"
 
     def __init__(self, sandbox: Sandbox | None = None, **options: Any) -> None:
-        if "judge_memory_mb" in options:
-            warnings.warn("the code reward's option judge_memory_mb is now checker_memory_mb",
-                          DeprecationWarning, stacklevel=2)
-            if "checker_memory_mb" in options:
-                raise TypeError("give checker_memory_mb or its old name judge_memory_mb, not both")
-            options["checker_memory_mb"] = options.pop("judge_memory_mb")
         known = {f.name for f in fields(CodeOptions)}
         unknown = sorted(set(options) - known)
         if unknown:
@@ -160,11 +153,6 @@ class CodeVerifier(Scorer):
                                              int(self.options.max_reply_mb * (1 << 20)))
             return self._checkers
 
-    @property
-    def judges(self) -> CheckerPool:
-        """Deprecated name of :attr:`checkers`."""
-        return self.checkers
-
     def close(self) -> None:
         with self._lock:
             checkers, self._checkers = self._checkers, None
@@ -186,18 +174,26 @@ class CodeVerifier(Scorer):
     def score_one(self, sample: Sample) -> Score:
         started = time.perf_counter()
         ref = parse_reference(require_reference(sample, self.name))
-        extracted = extract_code(sample.completion_text)
+        extracted = extract_code(sample.completion_text, needed_names(ref),
+                                 reads_stdin=ref.style == "io")
         language = extracted.language or ref.language or normalise_language(self.options.language)
         timeout = ref.timeout or self.options.timeout
         memory_mb = ref.memory_mb or self.options.memory_mb
         info: dict[str, Any] = {"style": ref.style, "language": language,
                                 "fenced": extracted.fenced}
+        if extracted.fenced:
+            info["code_block"] = {"block": extracted.block, "blocks": extracted.blocks,
+                                  "rule": extracted.rule}
         if ref.style in RPC_STYLES and language != "python":
             info.update(passed=0, total=ref.n_tests, tests=[],
                         first_failure=f"{ref.style}-style tests call Python functions; the "
                                       f"completion's code is {language}")
             return Score(0.0, info=info)
-        code = self._program(extracted.code, ref, sample)
+        program = build_program(extracted.code, ref, sample.prompt_text, language,
+                                self.options.prepend_prompt)
+        code = program.code
+        if program.added:
+            info["added"] = program.added
         prelude = _prompt_code(ref, sample)
         outcome = self._run(ref, code, language, timeout, memory_mb, prelude)
         if "sandbox_error" in outcome.statuses:
@@ -215,26 +211,36 @@ class CodeVerifier(Scorer):
 
     def _run(self, ref: CodeReference, code: str, language: str, timeout: float,
              memory_mb: int, prelude: str | None) -> Outcome:
-        base = Limits(max_output_bytes=self.options.max_output_bytes)
+        base = Limits(max_output_bytes=self._output_cap(ref))
         chars = self.options.stderr_chars
+        compare = self._compare_for(ref)
         if ref.style == "io":
             return run_io(self.sandbox, ref, code, language, timeout, memory_mb, base,
-                          self.compare, chars)
+                          compare, chars)
         if ref.style == "call":
             return run_calls(self.sandbox, self.checkers, ref, code, timeout, memory_mb, base,
-                             self.compare, chars)
+                             compare, chars)
         return run_checked(self.sandbox, self.checkers, ref, code, timeout, memory_mb, base, chars,
                           prelude)
 
-    def _program(self, code: str, ref: CodeReference, sample: Sample) -> str:
-        """The code to run: the extracted code, after the prompt when it only continues it."""
-        entry = ref.entry_point
-        if not (self.options.prepend_prompt and entry) or _defines(code, entry):
-            return code
-        for prefix in (ref.prelude, sample.prompt_text):
-            if prefix and _defines(prefix, entry):
-                return prefix + code
-        return code
+    def _output_cap(self, ref: CodeReference) -> int:
+        """Bytes of stdout a run may write: ``max_output_bytes``, raised for I/O tests whose
+        expected output is larger (twice its size, for other whitespace, and 64 KiB more), so
+        a correct program is never killed for printing the answer the test expects."""
+        cap = self.options.max_output_bytes
+        if ref.style == "io":
+            longest = max(len(text.encode("utf-8", "surrogatepass")) for text in ref.outputs)
+            cap = max(cap, 2 * longest + (64 << 10))
+        return cap
+
+    def _compare_for(self, ref: CodeReference) -> CompareOptions:
+        """The comparison of the reference's ``"harness"`` (APPS/TACO tolerance, LiveCodeBench's
+        exact decimals), else the ``compare`` option's."""
+        if ref.harness is None:
+            return self.compare
+        mode = "livecodebench" if ref.harness == "livecodebench" else "apps"
+        return CompareOptions(mode, self.compare.rel_tol, self.compare.abs_tol,
+                              self.compare.unwrap_singleton)
 
     def _score(self, outcome: Outcome, info: dict[str, Any], elapsed: float) -> Score:
         tests = outcome.tests
@@ -264,14 +270,10 @@ def _prompt_code(ref: CodeReference, sample: Sample) -> str | None:
     if ref.prelude is not None or ref.style != "humaneval":
         return ref.prelude
     prompt = sample.prompt_text
-    if prompt and ref.entry_point and _defines(prompt, ref.entry_point):
+    if prompt and ref.entry_point and defines(prompt, ref.entry_point):
         try:
             ast.parse(prompt)
         except SyntaxError:
             return None
         return prompt
     return None
-
-
-def _defines(code: str, name: str) -> bool:
-    return re.search(rf"^\s*(?:async\s+)?def\s+{re.escape(name)}\s*\(", code, re.M) is not None
