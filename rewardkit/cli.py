@@ -1,4 +1,4 @@
-"""The ``rewardkit`` command line: score, list, doctor, train."""
+"""The ``rewardkit`` command line: score, list, doctor, train, eval, serve, audit."""
 from __future__ import annotations
 
 import argparse
@@ -227,6 +227,9 @@ def build_parser() -> argparse.ArgumentParser:
         models_cli.add_eval_parser(sub)
     if server_cli is not None:  # `serve`, with `--ray` from the scale room
         server_cli.add_serve_parser(sub, _room_cli(".scale.serve"))
+    audit_cli = _room_cli(".audit.cli")
+    if audit_cli is not None:
+        audit_cli.add_audit_parser(sub)
     return parser
 
 
