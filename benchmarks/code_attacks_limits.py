@@ -28,7 +28,8 @@ from typing import Iterator
 
 from rewardkit.sandboxes import Limits, Program, Sandbox
 from rewardkit.testing.sandbox_attacks import (ALLOC, HOLD_FCNTL, HOLD_FLOCK, LEAK, NICE_PROBE,
-                                               SEE_FCNTL, SEE_FLOCK, SPREAD, TOUCH, WATCH,
+                                               PAGE_CACHE_CALLS, READ_PAGES, SEE_FCNTL,
+                                               SEE_FLOCK, SEND_PAGES, SPREAD, TOUCH, WATCH,
                                                cgroup_weights, held_mb, hostile_compile,
                                                large_gcc_file, memory_cgroup_parent,
                                                peak_disk_usage, run_together)
@@ -298,6 +299,16 @@ class BetweenRuns:
             seen, _ = self._pair(sb, WATCH, TOUCH)
             rows.append(Row("inotify watch on /etc/passwd sees another run open it",
                             seen != "SEEN", seen))
+            big = os.path.join(sysconfig.get_paths()["stdlib"], "pydoc_data", "topics.py")
+            sent, read = self._pair(sb, SEND_PAGES.format(path=big, secret=0xA5C3),
+                                    READ_PAGES.format(path=big))
+            rows.append(Row("16-bit secret through the cached pages of a stdlib file (fadvise "
+                            "DONTNEED, pread, preadv2 RWF_NOWAIT) to a concurrent run",
+                            read != hex(0xA5C3), f"sender: {sent}, reader: {read}"))
+            calls = sb.run(Program(PAGE_CACHE_CALLS.format(path=big))).stdout.split()
+            accepted = [c.split("=")[0] for c in calls if c.endswith("=ok")]
+            rows.append(Row("calls that drop or report cached pages of a shared file accepted",
+                            bool(calls) and not accepted, " ".join(calls)))
         with Sandbox(pool_size=1) as sb:
             lim = Limits(memory_mb=200, cpu_s=5, wall_s=10)
             leak = sb.run(Program(LEAK), lim)

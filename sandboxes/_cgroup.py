@@ -8,8 +8,9 @@ process count, the cores it may use at once (``cpu.max`` / CFS quota), and it ac
 time of every process of the run, however it was started. It also measures the run's true peak
 memory and tells an out-of-memory kill apart from other SIGKILLs.
 
-Each run gets a new cgroup, made by the fork server just before the fork and removed after the
-run's processes are gone: whatever a run leaves charged to its cgroup (kernel objects that
+Each run gets a new cgroup, never used before: made by the fork server for a child it forks ahead
+of the next run while it waits (``warm<n>``), or just before the fork (``run<n>``); removed
+after the run's processes are gone: whatever a run leaves charged to its cgroup (kernel objects that
 outlive it, page cache) is never counted against the next run, and nothing can wait in it for
 the next run. The server makes the sandbox's parent cgroups before its file system turns
 read-only and keeps directory descriptors of them; per-run cgroups are made with ``mkdirat``
@@ -225,9 +226,11 @@ class Cgroups:
     def controllers(self) -> list[str]:
         return sorted({c for h in self.hierarchies for c in h.controllers})
 
-    def new_run(self) -> RunCgroup:
+    def new_run(self, prefix: str = "run") -> RunCgroup:
+        """A fresh cgroup in every hierarchy, ``<prefix><serial>``: ``run`` for a run's own,
+        ``warm`` for one made ahead for the next run (see ``_zygote.Server.make_warm``)."""
         self.serial += 1
-        return RunCgroup(f"run{self.serial}", self.hierarchies)
+        return RunCgroup(f"{prefix}{self.serial}", self.hierarchies)
 
 
 def create(name: str, root: str = ROOT, nice: int = 0,
@@ -333,7 +336,7 @@ def remove(dirs: list[str]) -> None:
             continue
         for entry in sorted(os.listdir(parent)):
             path = os.path.join(parent, entry)
-            if entry.startswith("run") and os.path.isdir(path):
+            if entry.startswith(("run", "warm")) and os.path.isdir(path):
                 _kill_and_rmdir(path)
         _rmdir_retry(parent)
 

@@ -5,10 +5,12 @@ and the seccomp filter, then run Python source in this fresh fork or exec the la
 
 Kept apart from the server loop so each file reads as one stage. Standard library only.
 """
+import json
 import math
 import os
 import resource
 import signal
+import socket
 import stat
 import sys
 
@@ -19,9 +21,34 @@ MB = 1 << 20
 ERR_FD = 1000  # where a child keeps its setup-error pipe while it rearranges descriptors
 
 
-def child(msg, fds, err_w, cgroup, netns, own_pid_ns=False, drop_caps=False):
+def wait_for_run(ctl, cgroup):
+    """A warm child: forked and moved into its fresh cgroup ahead of the request (joining a
+    cgroup takes the kernel's cgroup lock, whose writers wait for an RCU grace period: slow on
+    a busy host), it says ``ready`` on ``ctl`` and waits there for its run: the request, then
+    the run's descriptors with its setup-error pipe last. Returns them, or exits when the server
+    hangs up."""
     try:
         if cgroup is not None:
+            cgroup.join()
+        ctl.send(b"ready")
+        data, fds, _flags, _addr = socket.recv_fds(ctl, 1 << 20, 8)
+    except BaseException:
+        os._exit(127)  # before any run: the server forks another
+    if not data or not fds:
+        os._exit(0)
+    err_w = fds[-1]
+    try:
+        msg = json.loads(data)
+        ctl.close()
+    except BaseException as exc:  # the run's own setup error, never a verdict on its program
+        os.write(err_w, f"{type(exc).__name__}: {exc}".encode()[:4000])
+        os._exit(127)
+    return msg, fds[:-1], err_w
+
+
+def child(msg, fds, err_w, cgroup, netns, own_pid_ns=False, drop_caps=False, joined=False):
+    try:
+        if cgroup is not None and not joined:
             cgroup.join()
         if netns is not None and msg["private_ns"]:
             # Each slot has a network namespace made at start (creating one costs ~1 ms); runs

@@ -14,7 +14,10 @@ flags), mounting and the new mount API, ``chroot``/``pivot_root``, module and ke
 ``bpf``, ``perf_event_open``, ``userfaultfd``, kernel keyrings, handle-based opens, swap, reboot,
 accounting, quotas and fanotify. ``clone3`` and ``io_uring_*`` get ENOSYS, which makes glibc fall
 back to ``clone`` (whose flags a filter can inspect; clone3's are in memory) and libuv to its
-thread pool. Everything else is allowed: this is a deny list for hardening, not a whitelist.
+thread pool. As in the allow-list, file locks, inotify and the page-cache calls that drop or
+probe shared cached pages (fadvise DONTNEED, madvise COLD/PAGEOUT, RWF_NOWAIT, mincore,
+cachestat) are refused: channels between concurrent runs. Everything else is allowed: this is
+a deny list for hardening, not a whitelist.
 
 Only x86-64 is covered (other ABIs on it, x32 and i386, are refused); on other architectures no
 filter is installed and the capabilities report says so. It is written by hand (classic BPF,
@@ -47,11 +50,16 @@ DENY_EPERM = (
     170, 171,                 # sethostname, setdomainname
 )
 DENY_ENOSYS = (435, 425, 426, 427,  # clone3, io_uring_setup/enter/register
-               253, 294)            # inotify_init, inotify_init1 (a channel between runs)
+               253, 294,            # inotify_init, inotify_init1 (a channel between runs)
+               27, 451)             # mincore, cachestat (page-cache residency)
 #: File locks and change notices on files every run can open (/etc/passwd, the stdlib) would be
 #: a channel between concurrent runs: flock, and fcntl's lock, lease and notify commands.
 SYS_FLOCK, SYS_FCNTL = 73, 72
 FCNTL_REFUSED = (5, 6, 7, 36, 37, 38, 1024, 1025, 1026)
+#: The shared page cache (see syscalls.py): dropping a file's cached pages (fadvise DONTNEED,
+#: madvise COLD/PAGEOUT) and RWF_NOWAIT reads and writes, which tell cached pages apart.
+SYS_MADVISE, SYS_FADVISE64, SYS_PREADV2, SYS_PWRITEV2 = 28, 221, 327, 328
+RWF_NOWAIT = 0x8
 
 _LD_W_ABS, _JEQ_K, _JGE_K, _JSET_K, _RET_K = 0x20, 0x15, 0x35, 0x45, 0x06
 _RET_ALLOW, _RET_ERRNO, _RET_KILL = 0x7FFF0000, 0x00050000, 0x80000000
@@ -92,11 +100,22 @@ def program() -> list[tuple[int, int, int, int]]:
     for nr in DENY_ENOSYS:
         ins += [(_JEQ_K, 0, 1, nr), (_RET_K, 0, 0, _RET_ERRNO | errno.ENOSYS)]
     ins += [(_JEQ_K, 0, 1, SYS_FLOCK), (_RET_K, 0, 0, _RET_ERRNO | errno.ENOLCK)]
-    ins += [(_JEQ_K, 0, 2 * len(FCNTL_REFUSED) + 2, SYS_FCNTL),
-            (_LD_W_ABS, 0, 0, _OFF_ARG0 + 8)]           # fcntl's command (low 32 bits)
-    for cmd in FCNTL_REFUSED:
-        ins += [(_JEQ_K, 0, 1, cmd), (_RET_K, 0, 0, _RET_ERRNO | errno.ENOLCK)]
+    ins += _arg_block(SYS_FCNTL, 1, _JEQ_K, FCNTL_REFUSED, errno.ENOLCK)
+    ins += _arg_block(SYS_FADVISE64, 3, _JEQ_K, (4,), errno.EPERM)  # DONTNEED
+    ins += _arg_block(SYS_MADVISE, 2, _JEQ_K, (20, 21), errno.EPERM)  # COLD, PAGEOUT
+    ins += _arg_block(SYS_PREADV2, 5, _JSET_K, (RWF_NOWAIT,), errno.EOPNOTSUPP)
+    ins += _arg_block(SYS_PWRITEV2, 5, _JSET_K, (RWF_NOWAIT,), errno.EOPNOTSUPP)
     ins.append((_RET_K, 0, 0, _RET_ALLOW))
+    return ins
+
+
+def _arg_block(nr: int, arg: int, test: int, values: tuple, refusal: int) -> list:
+    """Instructions that refuse call ``nr`` with ``refusal`` when its argument ``arg`` (low 32
+    bits) matches one of ``values`` (``test``: equal, or any of the bits set) and allow it
+    otherwise; any other call jumps past them."""
+    ins = [(_JEQ_K, 0, 2 * len(values) + 2, nr), (_LD_W_ABS, 0, 0, _OFF_ARG0 + 8 * arg)]
+    for value in values:
+        ins += [(test, 0, 1, value), (_RET_K, 0, 0, _RET_ERRNO | refusal)]
     ins.append((_RET_K, 0, 0, _RET_ALLOW))
     return ins
 

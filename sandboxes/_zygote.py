@@ -10,13 +10,16 @@ environment; FD is a ``SOCK_SEQPACKET`` control socket to the host. It
 2. becomes PID 1 of the new PID namespace (so every process a run leaves behind is reparented
    to it, reaped, and killed when it exits), with a read-only file system except the base dir;
 3. imports commonly used modules once, then ``gc.freeze()``s them so forks share their pages;
-4. per ``run`` message, forks a child (:mod:`_run_child`) that joins its slot's cgroups and network namespace,
-   takes the stdin/stdout/stderr (and channel) descriptors sent by the host, enters its own
-   mount and IPC namespaces with a private tmpfs working directory, drops to its slot's uid,
-   sets rlimits, ``no_new_privs`` and a seccomp filter, clears the environment, and then either
-   runs Python source in that fresh fork (a new ``__main__``; nothing persists between runs
-   because every run is a new fork of the same clean parent) or execs the language's command;
-5. enforces the wall-time limit, and when a run ends kills every process of its uid.
+4. per ``run`` message, hands the run to a child (:mod:`_run_child`) forked ahead while the
+   server waited, already in a fresh cgroup of its own (or forks one then, into a fresh
+   cgroup), that joins its slot's network namespace, takes the stdin/stdout/stderr (and
+   channel) descriptors sent by the host, enters its own mount and IPC namespaces with a
+   private tmpfs working directory, drops to its slot's uid, sets rlimits, ``no_new_privs``
+   and a seccomp filter, clears the environment, and then either runs Python source in that
+   fresh fork (a new ``__main__``; nothing persists between runs because every run is a new
+   fork of the same clean parent) or execs the language's command;
+5. enforces the CPU-time limit and the wall-time limit (which stretches by the time the run
+   waited for a CPU), and when a run ends kills every process of its uid.
 
 The server never reads program sources, stdin or tests: it only sees paths and limits, so no
 run's data can linger in its memory for a later fork to find. Standard library only.
@@ -36,7 +39,7 @@ import _cgroup  # noqa: E402
 import _jail  # noqa: E402
 import _libc as libc  # noqa: E402
 import _seccomp  # noqa: E402
-from _run_child import MB, live_pids_of, child  # noqa: E402
+from _run_child import MB, live_pids_of, child, wait_for_run  # noqa: E402
 
 CPU_POLL_S = 0.05  # how often the runs' cgroup CPU time is checked against their limits
 
@@ -212,17 +215,49 @@ def setup(config):
 
 # -- the server loop ------------------------------------------------------------------------------
 class Run:
-    __slots__ = ("id", "pid", "uid", "start", "deadline", "reason", "err_r", "cgroup", "cpu_s",
-                 "unenforced")
+    __slots__ = ("id", "pid", "uid", "start", "wall_s", "backstop", "deadline", "reason", "err_r",
+                 "cgroup", "cpu_s", "unenforced")
 
-    def __init__(self, run_id, pid, uid, wall_s, err_r):
+    def __init__(self, run_id, pid, uid, wall_s, backstop_s, err_r):
         self.id, self.pid, self.uid, self.err_r = run_id, pid, uid, err_r
         self.start = time.monotonic()
+        self.wall_s = wall_s
+        self.backstop = self.start + max(wall_s, backstop_s)
         self.deadline = self.start + wall_s
         self.reason = None
         self.cgroup = None
         self.cpu_s = None
         self.unenforced = []
+
+    def stretch(self, now):
+        """At the wall limit: move it on by the time the run waited for a CPU that other
+        processes held (a loaded host, a lower niceness), up to the backstop. True while the
+        run may go on. A run's time verdict is its own CPU time (the cgroup's, checked every
+        ``CPU_POLL_S``); the wall limit stops a run that sleeps or blocks, never one that only
+        waited for its turn."""
+        self.deadline = min(self.backstop, self.start + self.wall_s + cpu_wait_s(self))
+        return self.deadline > now
+
+
+def cpu_wait_s(run):
+    """Seconds the run's processes spent ready to run but waiting for a CPU: the longest wait
+    of any one of them (``/proc/PID/schedstat``, the kernel's run-queue delay). Processes of
+    a run share its CPU quota, so their waits overlap; the longest one is what the run as a
+    whole lost. 0 where the kernel keeps no such count."""
+    pids = [run.pid]
+    if run.cgroup is not None:
+        try:
+            pids += run.cgroup.pids()
+        except OSError:
+            pass
+    waited = 0
+    for pid in set(pids):
+        try:
+            with open(f"/proc/{pid}/schedstat", "rb") as fh:
+                waited = max(waited, int(fh.read().split()[1]))
+        except (OSError, ValueError, IndexError):
+            pass
+    return waited / 1e9
 
 
 def kill_run(run):
@@ -258,12 +293,41 @@ def kill_run(run):
         time.sleep(0.0005)
 
 
+class Warm:
+    """A child forked ahead of its run, already in a fresh cgroup (see
+    :func:`_run_child.wait_for_run`); ``ready`` once it said so."""
+
+    __slots__ = ("pid", "cgroup", "ctl", "ready")
+
+    def __init__(self, pid, cgroup, ctl):
+        self.pid, self.cgroup, self.ctl, self.ready = pid, cgroup, ctl, False
+
+    def is_ready(self):
+        if not self.ready:
+            try:
+                self.ready = self.ctl.recv(16, socket.MSG_DONTWAIT) == b"ready"
+            except OSError:
+                pass
+        return self.ready
+
+    def discard(self):
+        """Kill it (it ran nothing) and close its end; its cgroup goes when it is reaped."""
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        self.ctl.close()
+
+
 class Server:
-    def __init__(self, sock, caps, cgroups, netns):
+    def __init__(self, sock, caps, cgroups, netns, slots):
         self.sock = sock
         self.caps = caps
         self.cgroups = cgroups
         self.netns = netns
+        self.slots = slots
+        self.warm = []  # children forked ahead of their runs, one per free slot at most
+        self.cold = {}  # pid -> cgroup of a discarded warm child, until it is reaped
         self.runs = {}
         self.by_id = {}
         self.graveyard = []  # run cgroups to remove once their dead processes are reaped
@@ -295,11 +359,68 @@ class Server:
                         pass
             self.reap()
             self.graveyard = [c for c in self.graveyard if not c.destroy()]
+            self.make_warm()
             now = time.monotonic()
             for run in list(self.runs.values()):
-                if run.reason is None and (run.deadline <= now or self.over_cpu(run)):
+                if run.reason is None and ((run.deadline <= now and not run.stretch(now))
+                                           or self.over_cpu(run)):
                     run.reason = "timeout"
                     kill_run(run)
+
+    def make_warm(self):
+        """While no message waits, fork the next runs' children ahead, each in a fresh cgroup
+        of its own (``warm<n>``, never one a run used): forking and joining the cgroups are
+        then off a run's path. The child holds nothing of any run; a run it serves gets the
+        cgroup's limits before its request reaches it. Where one cannot be made, runs fork as
+        before."""
+        while len(self.warm) + len(self.runs) < self.slots:
+            if self.sel.select(0):
+                return  # a message or a signal is waiting: serve it first
+            cgroup = None
+            try:
+                if self.cgroups is not None:
+                    cgroup = self.cgroups.new_run("warm")
+                ctl, ctl_child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            except OSError:
+                if cgroup is not None and not cgroup.destroy():
+                    self.graveyard.append(cgroup)
+                return
+            pid = os.fork()
+            if pid == 0:
+                try:  # never back into the server's loop, whatever happens
+                    # The server's ends of its sockets (the host's, the other warm
+                    # children's) closed here, so each hang-up reaches the one it is meant for.
+                    for end in [ctl, self.sock] + [w.ctl for w in self.warm]:
+                        end.close()
+                    msg, fds, err_w = wait_for_run(ctl_child, cgroup)
+                    self.child(msg, fds, err_w, cgroup, joined=True)
+                finally:
+                    os._exit(127)
+            ctl_child.close()
+            self.warm.append(Warm(pid, cgroup, ctl))
+
+    def take_warm(self, lim):
+        """A ready warm child with its cgroup limited for the run, or None."""
+        for warm in [w for w in self.warm if w.is_ready()][:1]:
+            self.warm.remove(warm)
+            try:
+                if warm.cgroup is not None:
+                    warm.cgroup.limit(lim["memory_mb"] * MB, lim["max_processes"],
+                                      lim["max_cpus"])
+            except OSError:
+                self.cold[warm.pid] = warm.cgroup
+                warm.discard()
+                return None  # the cold path makes a cgroup again, and reports its failure
+            return warm
+        return None
+
+    def child(self, msg, fds, err_w, cgroup, joined=False):
+        """In a child of the server: become the run."""
+        own_pid_ns = (self.caps["run_pid_namespace"] and msg["private_ns"]
+                      and msg.get("uid") is None)
+        child(msg, fds, err_w, cgroup, self.netns[msg["slot"]] if self.netns else None,
+              own_pid_ns=own_pid_ns, drop_caps=bool(self.caps["user_namespace"]),
+              joined=joined)
 
     @staticmethod
     def over_cpu(run):
@@ -326,6 +447,23 @@ class Server:
     def start(self, msg, fds):
         lim = msg["limits"]
         cgroup, unenforced = None, []
+        warm = self.take_warm(lim)
+        if warm is not None:
+            err_r, err_w = os.pipe2(os.O_CLOEXEC)
+            try:
+                socket.send_fds(warm.ctl, [json.dumps(msg).encode()], list(fds) + [err_w])
+            except OSError:
+                os.close(err_r)
+                self.cold[warm.pid] = warm.cgroup
+                warm.discard()
+                warm = None
+            else:
+                warm.ctl.close()
+                self.register(msg, warm.pid, warm.cgroup, [], err_r)
+            finally:
+                os.close(err_w)
+        if warm is not None:
+            return
         if self.cgroups is not None:
             try:
                 cgroup = self.cgroups.new_run()
@@ -347,12 +485,14 @@ class Server:
         pid = os.fork()
         if pid == 0:
             self.sock.close()
-            own_pid_ns = (self.caps["run_pid_namespace"] and msg["private_ns"]
-                          and msg.get("uid") is None)
-            child(msg, fds, err_w, cgroup, self.netns[msg["slot"]] if self.netns else None,
-                  own_pid_ns=own_pid_ns, drop_caps=bool(self.caps["user_namespace"]))
+            self.child(msg, fds, err_w, cgroup)
         os.close(err_w)
-        run = Run(msg["id"], pid, msg.get("uid"), msg["limits"]["wall_s"], err_r)
+        self.register(msg, pid, cgroup, unenforced, err_r)
+
+    def register(self, msg, pid, cgroup, unenforced, err_r):
+        """Track the run now in process ``pid``."""
+        lim = msg["limits"]
+        run = Run(msg["id"], pid, msg.get("uid"), lim["wall_s"], msg["wall_backstop_s"], err_r)
         run.cgroup = cgroup
         run.unenforced = unenforced
         if cgroup is not None and "cpuacct" in self.cgroups.controllers:
@@ -371,6 +511,14 @@ class Server:
             run = self.runs.pop(pid, None)
             if run is not None:
                 self.finish(run, status, usage)
+                continue
+            for warm in [w for w in self.warm if w.pid == pid]:  # died before its run
+                self.warm.remove(warm)
+                warm.ctl.close()
+                self.cold[pid] = warm.cgroup
+            cgroup = self.cold.pop(pid, None)
+            if cgroup is not None and not cgroup.destroy():
+                self.graveyard.append(cgroup)
 
     def finish(self, run, status, usage):
         wall = time.monotonic() - run.start
@@ -380,19 +528,20 @@ class Server:
         os.close(run.err_r)
         code = os.waitstatus_to_exitcode(status)
         memory = {"peak_bytes": None, "oom": False, "cgroup_cpu_s": None}
-        if run.cgroup is not None:
-            try:
+        try:
+            if run.cgroup is not None:
                 memory = run.cgroup.outcome()
-            finally:
-                # The next run gets a new cgroup: it never meets anything this one left.
-                # Dead processes of this run not reaped yet keep the cgroup until they are.
-                if not run.cgroup.destroy():
-                    self.graveyard.append(run.cgroup)
-        send(self.sock, {**memory, "unenforced": run.unenforced,
-            "op": "done", "id": run.id, "exit_code": code if code >= 0 else None,
-            "signal": -code if code < 0 else None, "wall_s": wall,
-            "cpu_s": usage.ru_utime + usage.ru_stime, "maxrss_kb": usage.ru_maxrss,
-            "reason": run.reason, "setup_error": setup_error})
+            send(self.sock, {**memory, "unenforced": run.unenforced,
+                "op": "done", "id": run.id, "exit_code": code if code >= 0 else None,
+                "signal": -code if code < 0 else None, "wall_s": wall,
+                "cpu_s": usage.ru_utime + usage.ru_stime, "maxrss_kb": usage.ru_maxrss,
+                "reason": run.reason, "setup_error": setup_error})
+        finally:
+            # Once the verdict is on its way (off the run's path): the next run gets a new
+            # cgroup, it never meets anything this one left. Dead processes of this run not
+            # reaped yet keep the cgroup until they are.
+            if run.cgroup is not None and not run.cgroup.destroy():
+                self.graveyard.append(run.cgroup)
 
 
 def main():
@@ -415,7 +564,7 @@ def main():
     # says why not); the server never exits silently on its own.
     send(sock, {"op": "ready", "caps": caps, "pid": os.getpid()})
     netns = slot_network_namespaces(config["slots"]) if caps["namespaces"]["net"] else []
-    Server(sock, caps, cgroups, netns).serve()
+    Server(sock, caps, cgroups, netns, config["slots"]).serve()
 
 
 if __name__ == "__main__":

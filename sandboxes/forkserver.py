@@ -25,10 +25,11 @@ ZYGOTE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_zygote.py")
 
 #: Modules the fork server imports once so runs start with them already loaded. Only pure
 #: standard-library modules that start no threads (forking a process with threads is unsafe).
-PRELOAD = ("abc", "array", "atexit", "bisect", "collections", "copy", "dataclasses", "datetime",
-           "decimal", "enum", "fractions", "functools", "hashlib", "heapq", "io", "itertools",
-           "json", "math", "numbers", "operator", "random", "re", "socket", "statistics",
-           "string", "struct", "textwrap", "threading", "traceback", "types", "typing")
+PRELOAD = ("abc", "array", "atexit", "base64", "bisect", "collections", "copy", "dataclasses",
+           "datetime", "decimal", "enum", "fractions", "functools", "hashlib", "heapq", "io",
+           "itertools", "json", "math", "numbers", "operator", "random", "re", "socket",
+           "statistics", "string", "struct", "textwrap", "threading", "traceback", "types",
+           "typing")
 
 
 _SERIAL = itertools.count()

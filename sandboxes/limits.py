@@ -5,6 +5,11 @@ from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 
+#: How far a run's wall limit may stretch while it waits for a CPU (times ``wall_s``): on a
+#: host where other work takes 9 cores' time in 10, an honest run still finishes.
+WALL_STRETCH = 10.0
+
+
 @dataclass(frozen=True)
 class Limits:
     """What one run may use. Every limit applies to the whole run (the program and every process
@@ -13,8 +18,12 @@ class Limits:
     Attributes:
         cpu_s: CPU seconds (user + system). Past it the program gets SIGXCPU, one second later
             SIGKILL; the status is ``timeout``.
-        wall_s: wall-clock seconds from start to exit; past it every process of the run is
-            killed and the status is ``timeout``.
+        wall_s: wall-clock seconds from start to exit, not counting the time the run waited
+            for a CPU that other processes held (the kernel's run-queue delay of its processes),
+            up to :attr:`wall_backstop_s` in all; past it every process of the run is killed and
+            the status is ``timeout``. It stops a program that sleeps or blocks: time verdicts
+            on a loaded host come from ``cpu_s``, the run's own CPU time, so an honest program
+            is never judged by its neighbours' load.
         memory_mb: address space of each process (``RLIMIT_AS``) and, where memory cgroups are
             available, resident memory of the whole run. Allocation past it fails (``MemoryError``
             in Python); the status is ``memory_limit``.
@@ -56,6 +65,12 @@ class Limits:
                 f"Limits.max_open_files={self.max_open_files} is too small for any interpreter "
                 "to start; use at least 16"
             )
+
+    @property
+    def wall_backstop_s(self) -> float:
+        """The most wall-clock time a run may take however long it waited for a CPU:
+        ``WALL_STRETCH`` times ``wall_s``."""
+        return self.wall_s * WALL_STRETCH
 
     def replace(self, **changes: Any) -> "Limits":
         """A copy with some limits changed (validated like the constructor)."""

@@ -2,16 +2,19 @@
 from __future__ import annotations
 
 import os
+import queue
 import selectors
 import shutil
 import socket
+import stat
 import tempfile
 import threading
 import time
 from concurrent.futures import TimeoutError as FutureTimeout
-from typing import TYPE_CHECKING, Optional
+from dataclasses import dataclass
+from typing import Callable, Iterator, Optional
 
-from .enforcement import refusal
+from .enforcement import refusal, unenforced
 from .errors import SandboxError
 from .forkserver import ForkServer, ServerDied
 from .languages import BINARY, Language, resolve_tool, sandbox_path
@@ -19,18 +22,66 @@ from .limits import COMPILE_LIMITS, Limits
 from .program import Program
 from .result import RunResult, classify
 
-if TYPE_CHECKING:
-    from .sandbox import Sandbox
-
 _GRACE_S = 5.0  # how long past its wall limit the host waits for the server's verdict
+
+
+@dataclass(frozen=True)
+class Session:
+    """What a started fork server offers its runs, as the sandbox that started it set it up:
+    a run needs these facts and nothing else of the :class:`Sandbox`, so this module never
+    imports the one that pools the runs.
+
+    Attributes:
+        server: the fork server.
+        base: the directory the runs' own directories are made in.
+        uids: one unprivileged uid per slot (empty where runs keep the caller's uid).
+        enforcement: which limits this host enforces (:func:`enforcement.enforcement`).
+        allow_unenforced: the limits runs may go without.
+        private_ns: runs get their own mount, IPC and network namespaces.
+        seccomp: runs install the system-call filter.
+        ids: run ids, unique for this server.
+    """
+
+    server: ForkServer
+    base: str
+    uids: tuple
+    enforcement: dict
+    allow_unenforced: tuple
+    private_ns: bool
+    seccomp: bool
+    ids: Iterator[int]
+
+    @property
+    def unenforced(self) -> list[str]:
+        return unenforced(self.enforcement, self.allow_unenforced)
+
+
+@dataclass(frozen=True)
+class Build:
+    """A compiled program, built once for every run of the same source: the compile step's
+    result, and the binary (None where the compile failed)."""
+
+    compile: RunResult
+    binary: Optional[bytes]
 
 
 class RunHandle:
     """One run in progress. ``channel`` is the host end of the program's fd 3 (when
-    ``Program.channel`` is set). ``result()`` waits for the end; ``kill()`` stops it."""
+    ``Program.channel`` is set). ``result()`` waits for the end; ``kill()`` stops it.
 
-    def __init__(self, sandbox: Sandbox, program: Program, language: Language, limits: Limits):
-        self._sb = sandbox
+    ``slots`` hands out the slot numbers of the pool (a run waits for one and gives it back);
+    ``connect`` returns the :class:`Session` of a live fork server (starting one if needed).
+    ``build``: the program already compiled (its compile step is not repeated);
+    ``build_only``: compile and stop, the binary kept in :attr:`build`."""
+
+    def __init__(self, program: Program, language: Language, limits: Limits,
+                 slots: "queue.Queue[int]", connect: Callable[[], Session],
+                 build: Optional[Build] = None, build_only: bool = False) -> None:
+        self.build = build
+        self._build_only = build_only
+        self._slots = slots
+        self._connect = connect
+        self._session: Optional[Session] = None
         self.program = program
         self.language = language
         self.limits = limits
@@ -71,9 +122,10 @@ class RunHandle:
     def _begin(self, background: bool) -> None:
         if self.program.channel:
             self.channel, self._child_channel = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        self._slot = self._sb._slots.get()
+        self._slot = self._slots.get()
         try:
-            self._server = self._sb._ensure_server()
+            self._session = self._connect()
+            self._server = self._session.server
             self._prepare_dir()
         except BaseException as exc:
             self._finish(_error(_describe(exc)))
@@ -102,22 +154,25 @@ class RunHandle:
             rmtree(self._dir)
             self._dir = None
         if self._slot is not None:
-            self._sb._slots.put(self._slot)
+            self._slots.put(self._slot)
             self._slot = None
         self._result = result
         self._done.set()
 
     def _prepare_dir(self) -> None:
-        base = self._sb._base
-        path = tempfile.mkdtemp(prefix=f"run{self._slot}-", dir=base)
+        path = tempfile.mkdtemp(prefix=f"run{self._slot}-", dir=self._session.base)
         self._dir = path
         lang = self.language
         files = [(lang.source_file, self.program.source.encode("utf-8"))] + self.program.file_items()
+        if self.build is not None and self.build.binary is not None:
+            files.append((BINARY, self.build.binary))
         for name, data in files:
             target = os.path.join(path, name)
             os.makedirs(os.path.dirname(target), exist_ok=True)
             with open(target, "wb") as fh:
                 fh.write(data)
+            if name == BINARY and self.build is not None:
+                os.chmod(target, 0o700)
         owner = self._owner()
         if owner is not None:
             for root, dirs, names in os.walk(path):
@@ -125,21 +180,39 @@ class RunHandle:
                     os.chown(entry, *owner)
         os.chmod(path, 0o700)
 
+    def _read_binary(self) -> bytes:
+        """The compiled program the compile step left in the run's directory (a regular file
+        of at most ``max_file_mb``, as the compile step itself checked; checked again here)."""
+        fd = os.open(os.path.join(self._dir, BINARY), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        try:
+            info = os.fstat(fd)
+            cap = min(COMPILE_LIMITS.max_file_mb, self.limits.max_file_mb) << 20
+            if not stat.S_ISREG(info.st_mode) or info.st_size > cap:
+                raise SandboxError(f"the compiled program is not a regular file of at most {cap} "
+                                   "bytes")
+            with os.fdopen(fd, "rb", closefd=False) as fh:
+                return fh.read(cap)
+        finally:
+            os.close(fd)
+
     def _owner(self) -> Optional[tuple[int, int]]:
-        uids = self._sb._uids
+        uids = self._session.uids
         if not uids:
             return None
         uid = uids[self._slot]
         return uid, uid
 
     def _execute(self) -> RunResult:
-        refused = refusal(self._sb._enforcement, self.limits, self._sb.allow_unenforced)
+        session = self._session
+        refused = refusal(session.enforcement, self.limits, session.allow_unenforced)
         if refused:  # fail closed: never a run under limits that are not in force
             return _error(f"run refused: {refused}")
         lang = self.language
         fmt = {"source": lang.source_file, "binary": BINARY, "memory_mb": self.limits.memory_mb}
         compiled = None
-        if lang.compile:
+        if lang.compile and self.build is not None:
+            compiled = self.build.compile
+        elif lang.compile:
             argv = [a.format(**fmt) for a in lang.compile]
             # In the sandbox like the run: its own cgroup, and a private tmpfs bounded by the
             # run's disk limit (the compiler's temporary files too); only the binary comes out.
@@ -147,6 +220,13 @@ class RunHandle:
                 max_file_mb=min(COMPILE_LIMITS.max_file_mb, self.limits.max_file_mb))
             compiled = self._step(argv, b"", limits, channel=False, in_process=False,
                                   limit_as=True, collect=BINARY)
+            if self._build_only:
+                self.build = Build(compiled, self._read_binary() if compiled.ok else None)
+                return compiled
+        if compiled is not None:
+            if compiled.status == "sandbox_error":  # the sandbox failed, not the program
+                return RunResult(status="sandbox_error", compile=compiled,
+                                 error=f"the compile step failed: {compiled.error}")
             if compiled.status != "ok":
                 return RunResult(status="compile_error", stderr=compiled.stderr,
                                  stdout=compiled.stdout, wall_s=compiled.wall_s,
@@ -184,19 +264,21 @@ class RunHandle:
         uid = self._owner()
         env = {"PATH": sandbox_path(), "HOME": self._dir, "TMPDIR": self._dir,
                "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}
-        self._run_id = next(self._sb._ids)
+        session = self._session
+        self._run_id = next(session.ids)
         request = {"id": self._run_id, "dir": self._dir, "argv": argv, "args": list(self.program.args),
+                   "wall_backstop_s": limits.wall_backstop_s,
                    "script": self.language.source_file,
                    "mode": "python" if in_process else ("compile" if collect else "exec"),
                    "collect": collect,
                    "env": env, "limits": limits.to_dict(), "limit_address_space": limit_as,
                    "uid": uid[0] if uid else None, "gid": uid[1] if uid else None,
-                   "slot": self._slot, "private_ns": self._sb._private_ns,
-                   "seccomp": self._sb._seccomp,
+                   "slot": self._slot, "private_ns": session.private_ns,
+                   "seccomp": session.seccomp,
                    "private_tmpfs": True,
                    "cgroup_limits": [n for n in ("memory", "cpu", "pids")
-                                     if self._sb._enforcement.get(n, {}).get("enforced")],
-                   "allow_unenforced": list(self._sb.allow_unenforced)}
+                                     if session.enforcement.get(n, {}).get("enforced")],
+                   "allow_unenforced": list(session.allow_unenforced)}
         try:
             future = self._server.submit(request, fds)
         finally:
@@ -206,10 +288,11 @@ class RunHandle:
             self._server.kill(self._run_id, "killed")
         out, err, over = _collect(self._server, self._run_id, out_r, err_r, limits, future)
         try:
-            done = future.result(timeout=limits.wall_s + _GRACE_S)
+            done = future.result(timeout=limits.wall_backstop_s + _GRACE_S)
         except FutureTimeout:
             self._server.kill(self._run_id, "timeout")
-            return _error(f"the sandbox fork server gave no verdict within {limits.wall_s + _GRACE_S} s "
+            return _error("the sandbox fork server gave no verdict within "
+                          f"{limits.wall_backstop_s + _GRACE_S} s "
                           "of the start of the run")
         if done.get("refused"):
             return _error(f"run refused: {done['setup_error']}; or set allow_unenforced")
@@ -229,7 +312,7 @@ class RunHandle:
                          stderr_truncated=over[1], wall_s=round(done["wall_s"], 6),
                          cpu_s=round(cpu_s, 6), peak_memory_mb=round(peak, 2),
                          unenforced=tuple(dict.fromkeys(
-                             self._sb.unenforced + list(done.get("unenforced") or []))),
+                             session.unenforced + list(done.get("unenforced") or []))),
                          peak_memory_scope="run" if in_cgroup else "process",
                          cpu_scope="run" if done.get("cgroup_cpu_s") is not None else "process")
 
@@ -244,7 +327,7 @@ def _collect(server: ForkServer, run_id: int, out_r: int, err_r: int, limits: Li
     sel = selectors.DefaultSelector()
     for fd in bufs:
         sel.register(fd, selectors.EVENT_READ)
-    deadline = time.monotonic() + limits.wall_s + _GRACE_S
+    deadline = time.monotonic() + limits.wall_backstop_s + _GRACE_S
     done_at = None
     try:
         while sel.get_map():

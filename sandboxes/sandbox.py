@@ -20,7 +20,7 @@ from .limits import Limits
 from .program import Program
 from .protections import describe
 from .result import RunResult
-from .run import RunHandle, rmtree
+from .run import Build, RunHandle, Session, rmtree
 from .syscalls import SOCKET_FAMILIES, compile_filter
 from .uids import UidBlock
 
@@ -195,6 +195,7 @@ class Sandbox:
         self._base_parent = base_dir
         self._base: Optional[str] = None
         self._server: Optional[ForkServer] = None
+        self._session: Optional[Session] = None
         self._lock = threading.Lock()
         self._slots: "queue.LifoQueue[int]" = queue.LifoQueue()
         for slot in reversed(range(pool_size)):
@@ -224,12 +225,13 @@ class Sandbox:
             self._base = None
         self._finalizer()
 
-    def _ensure_server(self) -> ForkServer:
+    def _ensure_server(self) -> Session:
+        """The live fork server's :class:`Session`, starting the server when there is none."""
         with self._lock:
             if self._closed:
                 raise SandboxError("this Sandbox is closed; create a new one")
             if self._server is not None and self._server.alive:
-                return self._server
+                return self._session
             if self._server is not None:
                 self._server.close()
             if self._base is None:
@@ -277,11 +279,16 @@ class Sandbox:
             self._seccomp = bool(caps.get("seccomp"))
             self._private_ns = bool(caps["namespaces"].get("mount") and caps["namespaces"].get("net")
                                     and caps["namespaces"].get("ipc"))
-            return server
+            self._session = Session(server=server, base=self._base, uids=tuple(uids),
+                                    enforcement=self._enforcement,
+                                    allow_unenforced=self.allow_unenforced,
+                                    private_ns=self._private_ns, seccomp=self._seccomp,
+                                    ids=self._ids)
+            return self._session
 
     def capabilities(self) -> dict:
         """The protections this sandbox's runs actually get (starts the fork server)."""
-        server = self._ensure_server()
+        server = self._ensure_server().server
         return describe(server.capabilities, isolation=self.isolation,
                         allow_unenforced=self.allow_unenforced)
 
@@ -300,18 +307,40 @@ class Sandbox:
     def run(self, program: Program, limits: Optional[Limits] = None) -> RunResult:
         """Run ``program`` to completion and return how it ended. Never raises for anything the
         program does; a failure of the sandbox itself is a ``sandbox_error`` result."""
-        handle = self._make_handle(program, limits)
-        with handle:
-            handle._begin(background=False)  # collect in this thread: no thread per run
-            return handle.result()
+        return self._run_built(program, limits, None)
 
     def run_many(self, programs: Iterable[Program], limits: Optional[Limits] = None) -> list[RunResult]:
-        """Run programs concurrently (at most ``pool_size`` at once); results in input order."""
+        """Run programs concurrently (at most ``pool_size`` at once); results in input order.
+
+        Programs of a compiled language that share their source and files (one program, many
+        inputs: the test cases of one sample) are compiled once, and every run of them starts
+        the same binary: a compile costs its ``COMPILE_LIMITS`` once per program, not once per
+        input. Each result's ``compile`` is that one compile step."""
         programs = list(programs)
         if not programs:
             return []
+        keys = [_build_key(p) for p in programs]
+        distinct = {k: p for k, p in zip(keys, programs) if k is not None}
         with ThreadPoolExecutor(max_workers=min(self.pool_size, len(programs))) as ex:
-            return list(ex.map(lambda p: self.run(p, limits), programs))
+            builds = dict(zip(distinct, ex.map(lambda p: self._build(p, limits),
+                                               distinct.values())))
+            return list(ex.map(lambda kp: self._run_built(kp[1], limits, builds.get(kp[0])),
+                               zip(keys, programs)))
+
+    def _build(self, program: Program, limits: Optional[Limits]) -> Build:
+        """Compile ``program`` once (a compiled language's compile step alone)."""
+        handle = self._make_handle(program, limits, build_only=True)
+        with handle:
+            handle._begin(background=False)
+            compiled = handle.result()
+        return handle.build or Build(compiled, None)
+
+    def _run_built(self, program: Program, limits: Optional[Limits],
+                   build: Optional[Build]) -> RunResult:
+        handle = self._make_handle(program, limits, build=build)
+        with handle:
+            handle._begin(background=False)  # collect in this thread: no thread per run
+            return handle.result()
 
     def start(self, program: Program, limits: Optional[Limits] = None) -> "RunHandle":
         """Start ``program`` and return at once with a :class:`RunHandle` (a context manager):
@@ -320,13 +349,26 @@ class Sandbox:
         handle._begin(background=True)
         return handle
 
-    def _make_handle(self, program: Program, limits: Optional[Limits]) -> "RunHandle":
+    def _make_handle(self, program: Program, limits: Optional[Limits],
+                     build: Optional[Build] = None, build_only: bool = False) -> "RunHandle":
         if not isinstance(program, Program):
             raise TypeError(f"expected a rewardkit.sandboxes.Program, got {type(program).__name__}")
         limits = limits or self.limits
         if not isinstance(limits, Limits):
             raise TypeError(f"limits must be a rewardkit.sandboxes.Limits, got {type(limits).__name__}")
-        return RunHandle(self, program, get_language(program.language), limits)
+        return RunHandle(program, get_language(program.language), limits, self._slots,
+                         self._ensure_server, build=build, build_only=build_only)
+
+
+def _build_key(program: Program) -> Optional[tuple]:
+    """What a compile depends on (language, source, files), or None for a language that does
+    not compile."""
+    if not isinstance(program, Program):
+        return None  # refused with its reason when its run is made
+    language = get_language(program.language)
+    if not language.compile:
+        return None
+    return language.name, program.source, tuple(sorted(program.file_items()))
 
 
 class _Resources:

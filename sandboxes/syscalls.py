@@ -17,6 +17,11 @@ descriptors the sandbox handed over (the channel).
 - File locks (``flock``, fcntl's lock commands) get ``ENOLCK`` and ``inotify`` ``ENOSYS``:
   every run can open the same read-only host files, so a lock or a watch on one is a channel
   between concurrent runs (a program that needs a lock on its own files cannot have one).
+- The page cache is shared: the calls that drop a file's cached pages (``posix_fadvise`` with
+  ``DONTNEED``, ``madvise`` with ``COLD``/``PAGEOUT``) get ``EPERM``, ``RWF_NOWAIT`` reads and
+  writes ``EOPNOTSUPP``, ``mincore`` and ``cachestat`` ``ENOSYS``: one run could otherwise set
+  and clear pages of a stdlib file that another run reads back (a channel), or evict the host's
+  cached files.
 - Everything else not allowed gets ``ENOSYS``, so libraries that probe a newer call fall back.
 - ``socket``: no address family by default (the network namespace is empty anyway; this also
   closes AF_UNIX with its abstract names, AF_NETLINK, AF_VSOCK, AF_INET6...);
@@ -37,8 +42,8 @@ import tempfile
 #: Calls every supported runtime may make.
 ALLOWED = (
     # file descriptors and paths
-    "read", "write", "readv", "writev", "pread64", "pwrite64", "preadv", "pwritev", "preadv2",
-    "pwritev2", "open", "openat", "openat2", "creat", "close", "close_range", "lseek", "stat",
+    "read", "write", "readv", "writev", "pread64", "pwrite64", "preadv", "pwritev", "open",
+    "openat", "openat2", "creat", "close", "close_range", "lseek", "stat",
     "fstat", "lstat", "newfstatat", "statx", "statfs", "fstatfs", "access", "faccessat",
     "faccessat2", "readlink", "readlinkat", "getdents", "getdents64", "getcwd", "chdir",
     "fchdir", "mkdir", "mkdirat", "rmdir", "unlink", "unlinkat", "rename", "renameat",
@@ -46,10 +51,10 @@ ALLOWED = (
     "fchmodat2", "umask", "truncate", "ftruncate", "fallocate", "fsync", "fdatasync",
     "sync_file_range", "dup", "dup2", "dup3", "pipe", "pipe2", "utime",
     "utimes", "utimensat", "futimesat", "sendfile", "copy_file_range", "splice", "tee",
-    "fadvise64", "readahead", "getxattr", "lgetxattr", "fgetxattr", "listxattr", "llistxattr",
+    "readahead", "getxattr", "lgetxattr", "fgetxattr", "listxattr", "llistxattr",
     "flistxattr", "memfd_create", "ioctl",
     # memory
-    "brk", "mmap", "munmap", "mremap", "mprotect", "madvise", "msync", "mincore", "mlock",
+    "brk", "mmap", "munmap", "mremap", "mprotect", "msync", "mlock",
     "mlock2", "munlock", "membarrier", "pkey_alloc", "pkey_free", "pkey_mprotect",
     "get_mempolicy",
     # processes and threads
@@ -100,6 +105,24 @@ FCNTL_ALLOWED = (0, 1, 2, 3, 4, 8, 9, 10, 11, 15, 16, 17, 1027, 1028, 1030, 1031
                  1034, 1035, 1036, 1037, 1038)
 FCNTL_REFUSED = (5, 6, 7, 36, 37, 38, 1024, 1025, 1026)
 
+#: The page cache is shared by every run (and the host): a page of a stdlib file that one run
+#: reads or drops, another can see cached or not, a channel between concurrent runs (one bit per
+#: page), and dropping pages evicts the host's cached files too. Refused, with EPERM: the calls
+#: that drop cached pages of a file (``posix_fadvise(POSIX_FADV_DONTNEED)``,
+#: ``madvise(MADV_COLD / MADV_PAGEOUT)``); with EOPNOTSUPP (what a file without non-blocking reads
+#: answers): ``preadv2``/``pwritev2`` with ``RWF_NOWAIT``, which tells a cached page from one that
+#: is not; with ENOSYS (not listed): ``mincore`` and ``cachestat``, which report residency.
+#: ``readahead`` and ``MADV_WILLNEED`` only load pages, as any read does.
+FADVISE_ALLOWED = (0, 1, 2, 3, 5)  # NORMAL, RANDOM, SEQUENTIAL, WILLNEED, NOREUSE (a no-op)
+FADVISE_REFUSED = (4,)  # DONTNEED
+#: madvise advice a run may give: what allocators, runtimes and the JIT use (NORMAL..DONTNEED,
+#: FREE, REMOVE, (DONT|DO)FORK, (UN)MERGEABLE, (NO)HUGEPAGE, DONTDUMP/DODUMP, WIPEONFORK,
+#: KEEPONFORK, POPULATE_READ/WRITE, DONTNEED_LOCKED, COLLAPSE, GUARD_INSTALL/REMOVE).
+MADVISE_ALLOWED = (0, 1, 2, 3, 4, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 22, 23, 24,
+                   25, 102, 103)
+MADVISE_REFUSED = (20, 21)  # COLD, PAGEOUT
+RWF_NOWAIT = 0x8
+
 #: clone flags that make new namespaces (CLONE_NEWNS|NEWCGROUP|NEWUTS|NEWIPC|NEWUSER|NEWPID|NEWNET).
 NAMESPACE_FLAGS = 0x7E020000
 
@@ -132,6 +155,18 @@ def compile_filter(allow_sockets: tuple[str, ...] = ()) -> bytes | None:
             f.add_rule(sc.ALLOW, "fcntl", sc.Arg(1, sc.EQ, cmd))
         for cmd in FCNTL_REFUSED:
             f.add_rule(sc.ERRNO(errno.ENOLCK), "fcntl", sc.Arg(1, sc.EQ, cmd))
+        for advice in FADVISE_ALLOWED:
+            f.add_rule(sc.ALLOW, "fadvise64", sc.Arg(3, sc.EQ, advice))
+        for advice in FADVISE_REFUSED:
+            f.add_rule(sc.ERRNO(errno.EPERM), "fadvise64", sc.Arg(3, sc.EQ, advice))
+        for advice in MADVISE_ALLOWED:
+            f.add_rule(sc.ALLOW, "madvise", sc.Arg(2, sc.EQ, advice))
+        for advice in MADVISE_REFUSED:
+            f.add_rule(sc.ERRNO(errno.EPERM), "madvise", sc.Arg(2, sc.EQ, advice))
+        for name in ("preadv2", "pwritev2"):
+            f.add_rule(sc.ALLOW, name, sc.Arg(5, sc.MASKED_EQ, RWF_NOWAIT, 0))
+            f.add_rule(sc.ERRNO(errno.EOPNOTSUPP), name,
+                       sc.Arg(5, sc.MASKED_EQ, RWF_NOWAIT, RWF_NOWAIT))
         # A connected AF_UNIX pair reaches no one else (a pipe that goes both ways); libuv
         # makes a child process's stdio with it, asyncio its wake-up channel.
         f.add_rule(sc.ALLOW, "socketpair", sc.Arg(0, sc.EQ, SOCKET_FAMILIES["unix"]))

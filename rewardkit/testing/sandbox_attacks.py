@@ -82,6 +82,69 @@ WATCH = ("import ctypes, select\nlibc = ctypes.CDLL(None, use_errno=True)\n"
          "    r, _, _ = select.select([fd], [], [], 2.0)\n    print('SEEN' if r else 'quiet')\n")
 TOUCH = "import time\ntime.sleep(0.8)\nopen('/etc/passwd').read()\n"
 
+# The page cache, shared by every run: SEND_PAGES drops ``{path}``'s cached pages, then reads the
+# pages whose bit of ``{secret}`` (16 bits) is set; READ_PAGES, 0.8 s later, prints as a hex
+# number which of those pages are cached (a non-blocking read succeeds only on a cached page):
+# the secret itself where the channel works, ``errno N`` where a call is refused.
+SEND_PAGES = ("import os, time\nfd = os.open({path!r}, os.O_RDONLY)\nsecret = {secret}\n"
+              "try:\n    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)\n"
+              "    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)\n"
+              "    for i in range(16):\n        if secret >> i & 1:\n"
+              "            os.pread(fd, 1, (2 * i + 1) * 8192)\n"
+              "    print('sent')\nexcept OSError as e:\n    print('errno', e.errno)\n"
+              "time.sleep(2.0)\n")
+READ_PAGES = ("import os, time\ntime.sleep(0.8)\nfd = os.open({path!r}, os.O_RDONLY)\n"
+              "os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)\nbuf = bytearray(1)\nbits = 0\n"
+              "try:\n    for i in range(16):\n        try:\n"
+              "            os.preadv(fd, [buf], (2 * i + 1) * 8192, os.RWF_NOWAIT)\n"
+              "            bits |= 1 << i\n        except BlockingIOError:\n            pass\n"
+              "    print(hex(bits))\nexcept OSError as e:\n    print('errno', e.errno)\n")
+# Each call that drops or reports the cached pages of a shared file ``{path}``, tried once:
+# prints ``name=ok`` (accepted; EAGAIN from a non-blocking read of an uncached page counts as
+# accepted) or ``name=<errno>``, space-separated.
+PAGE_CACHE_CALLS = (
+    "import ctypes, errno, os\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+    "libc.mmap.restype = ctypes.c_void_p\nlibc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t,"
+    " ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]\n"
+    "libc.syscall.argtypes = [ctypes.c_long] + [ctypes.c_void_p] * 4\n"
+    "fd = os.open({path!r}, os.O_RDONLY)\nout = []\n"
+    "def tryit(name, fn):\n    try:\n        fn()\n        out.append(name + '=ok')\n"
+    "    except BlockingIOError:\n        out.append(name + '=ok')\n"
+    "    except OSError as e:\n        out.append(f'{{name}}={{e.errno}}')\n"
+    "def call(*args):\n    ctypes.set_errno(0)\n    if libc.syscall(*args) < 0:\n"
+    "        raise OSError(ctypes.get_errno(), 'refused')\n"
+    "page = libc.mmap(None, 1 << 16, 1, 1, fd, 0)\nvec = ctypes.create_string_buffer(16)\n"
+    "tryit('fadvise_dontneed', lambda: os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED))\n"
+    "tryit('preadv2_nowait', lambda: os.preadv(fd, [bytearray(1)], 0, os.RWF_NOWAIT))\n"
+    "tryit('pwritev2_nowait', lambda: os.pwritev(os.open('/dev/null', os.O_WRONLY), [b'x'], 0,"
+    " os.RWF_NOWAIT))\n"
+    "tryit('madvise_cold', lambda: call(28, page, 1 << 16, 20, None))\n"
+    "tryit('madvise_pageout', lambda: call(28, page, 1 << 16, 21, None))\n"
+    "tryit('mincore', lambda: call(27, page, 1 << 16, vec, None))\n"
+    "tryit('cachestat', lambda: call(451, fd, ctypes.byref((ctypes.c_uint64 * 2)(0, 1 << 16)),"
+    " ctypes.byref((ctypes.c_uint64 * 5)()), None))\n"
+    "print(' '.join(out))\n")
+# What honest programs do with the same calls: read-ahead hints, flag-free vectored reads,
+# freeing anonymous memory. Prints ``name=ok`` or ``name=<errno>`` like PAGE_CACHE_CALLS.
+PAGE_CACHE_HONEST = (
+    "import ctypes, mmap, os\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+    "libc.syscall.argtypes = [ctypes.c_long] + [ctypes.c_long] * 6\n"
+    "fd = os.open({path!r}, os.O_RDONLY)\nout = []\nbuf = ctypes.create_string_buffer(16)\n"
+    "iov = (ctypes.c_void_p * 2)(ctypes.addressof(buf), 16)\n"
+    "def tryit(name, fn):\n    try:\n        fn()\n        out.append(name + '=ok')\n"
+    "    except OSError as e:\n        out.append(f'{{name}}={{e.errno}}')\n"
+    "def call(*args):\n    ctypes.set_errno(0)\n    if libc.syscall(*args) < 0:\n"
+    "        raise OSError(ctypes.get_errno(), 'refused')\n"
+    "tryit('fadvise_sequential', lambda: os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_SEQUENTIAL))\n"
+    "tryit('fadvise_willneed', lambda: os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_WILLNEED))\n"
+    "tryit('readahead', lambda: call(187, fd, 0, 4096, 0, 0, 0))\n"
+    "tryit('preadv2', lambda: call(327, fd, ctypes.addressof(iov), 1, 0, 0, 0))\n"
+    "m = mmap.mmap(-1, 1 << 20, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)\n"
+    "m[:] = b'x' * (1 << 20)\n"
+    "tryit('madvise_dontneed', lambda: m.madvise(mmap.MADV_DONTNEED))\n"
+    "tryit('madvise_free', lambda: m.madvise(mmap.MADV_FREE))\n"
+    "print(' '.join(out))\n")
+
 LEAK = ("import os, socket, fcntl\na, b = socket.socketpair()\n"
         "a.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 20)\n"
         "for i in range(120):\n    r, w = os.pipe()\n    try:\n"

@@ -1,0 +1,63 @@
+"""Time verdicts come from a run's own CPU time: an honest program near its CPU limit passes on a
+loaded host at a low priority (its wall time stretched by the time it waited for a CPU), while a
+program that sleeps is still stopped at its wall limit."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+from rewardkit.sandboxes import Limits, Program, Sandbox
+
+# About 0.3 s of CPU, under a 0.5 s limit: the I/O-style code reward gives it 0.5 + 2 s of wall
+# time, which a fair share of a loaded host at nice 10 does not leave.
+NEAR_LIMIT = ("import time\nwhile time.process_time() < 0.3:\n    pass\nprint(input())\n")
+SCORE_NICE = """
+import json, sys
+from rewardkit.verifiers.code import CodeVerifier
+ref = {"inputs": ["7\\n"], "outputs": ["7\\n"], "timeout": 0.5}
+sample = {"prompt": "", "completion": sys.argv[1], "reference": ref}
+with CodeVerifier(pool_size=1) as verifier:
+    verifier.score([dict(sample, completion="print(input())")])  # started before the load
+    print("ready", flush=True)
+    sys.stdin.readline()
+    score = verifier.score([sample])[0]
+print(json.dumps({"value": score.value, "tests": score.info.get("tests")}))
+"""
+
+
+def test_an_honest_program_near_its_cpu_limit_passes_at_nice_10_beside_cpu_hogs():
+    scorer = subprocess.Popen(["nice", "-n", "10", sys.executable, "-c", SCORE_NICE, NEAR_LIMIT],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    hogs = []
+    try:
+        assert scorer.stdout.readline().strip() == "ready", scorer.stderr.read()[-2000:]
+        hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
+                for _ in range(2 * (os.cpu_count() or 1))]
+        out, err = scorer.communicate("go\n", timeout=120)
+    finally:
+        for process in hogs + [scorer]:
+            process.kill()
+            process.wait()
+    assert scorer.returncode == 0, err[-2000:]
+    score = json.loads(out.splitlines()[-1])
+    assert score["value"] == 1.0, score
+    # It did wait: past the 0.5 + 2 s a wall-clock kill would have given it.
+    assert score["tests"][0]["time_s"] > 2.5, score
+
+
+def test_a_program_that_sleeps_is_still_stopped_at_its_wall_limit():
+    with Sandbox(pool_size=1) as sb:
+        result = sb.run(Program("import time\ntime.sleep(60)\n"), Limits(cpu_s=1, wall_s=1))
+    assert result.status == "timeout"
+    assert result.wall_s < Limits(cpu_s=1, wall_s=1).wall_backstop_s
+
+
+def test_a_program_past_its_cpu_limit_is_a_timeout_however_long_its_wall_limit():
+    with Sandbox(pool_size=1) as sb:
+        result = sb.run(Program("while True:\n    pass\n"), Limits(cpu_s=0.5, wall_s=30))
+    assert result.status == "timeout"
+    assert 0.5 <= result.cpu_s < 2.0
