@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from .normalize import Normalizer
-from .registry import install_config_loaders, load
+from .registry import install_config_loaders, load, program_choice
 from .scorer import Scorer
 from .types import Sample, Score
 
@@ -204,7 +204,8 @@ def _component(name: str, spec: Any, where: str) -> Component:
     except (ConfigError, KeyError, TypeError, ValueError, ImportError) as exc:
         raise ConfigError(f"{where}: {exc}") from exc
     if spec.get("shape") is not None:  # PAR / centring / clipping of a learned reward
-        scorer = load(SHAPER, scorer=scorer, shape=spec["shape"], where=where)
+        with program_choice():  # the wrapper is the code's own choice; `shape` is plain data
+            scorer = load(SHAPER, scorer=scorer, shape=spec["shape"], where=where)
     return Component(name, scorer, _as_float(spec.get("weight", 1.0), f"{where}.weight"))
 
 

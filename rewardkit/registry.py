@@ -6,6 +6,12 @@ Three sources, looked up in this order:
 3. third-party packages, through the entry-point group ``rewardkit.rewards``. An entry point may
    name a Scorer subclass, a factory returning a Scorer, or a plain reward function
    ``f(prompt, completion, reference, **kw) -> float``.
+
+Code that the operator writes may also load an import path ``package.module:attr`` or a config
+file. Data may not: a dataset row or a request that picks a reward goes through
+:func:`load_untrusted`, which accepts only the names above (and compositions of them) and
+refuses import paths, file paths and the options that load models, code or secrets — before
+anything they name is imported or called. Datasets are shared and downloaded; they are not code.
 """
 from __future__ import annotations
 
@@ -14,14 +20,21 @@ import importlib
 import inspect
 import os
 import re
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from importlib import metadata as importlib_metadata
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 from .scorer import FunctionScorer, Scorer
 
 ENTRY_POINT_GROUP = "rewardkit.rewards"
+
+
+class UntrustedRewardError(ValueError):
+    """Data (a dataset row, a request) named an import path, a file, or an option that only the
+    operator may choose; nothing it named was imported or called."""
 
 
 class UnknownRewardError(KeyError):
@@ -222,10 +235,76 @@ def _is_config_path(name: str) -> bool:
     return name.endswith((".yaml", ".yml", ".toml", ".json")) or os.sep in name
 
 
+OPERATOR_OPTIONS = frozenset({
+    "trust_remote_code",                                   # runs a model repository's own code
+    "model", "tokenizer", "model_options", "adapters",     # load weights and tokenizers
+    "reference", "center_data", "similarity_model",        # load a model or read a data file
+    "judge", "url", "token",                               # reach a server, carry a secret
+    "sandbox", "isolation", "allow_unenforced", "python_packages",  # widen the code sandbox
+})
+"""Options a dataset row or a request may not set, at any depth of what it chooses: each loads
+code, a model or a file, reaches the network with the operator's credentials, or widens what a
+candidate program may do. The operator sets them in the run's config, whose rewards a row may
+then pick by data source."""
+
+_untrusted: ContextVar[bool] = ContextVar("rewardkit_untrusted_load", default=False)
+
+
+def load_untrusted(name_or_config: str | Mapping[str, Any], **options: Any) -> Scorer:
+    """A Scorer that data chose (a dataset row's reward, a request's composition): a registered
+    name or a composition mapping of registered names, with options.
+
+    An import path, a config file path or an option of :data:`OPERATOR_OPTIONS` — in the spec or
+    anywhere in the rewards it loads in turn (composition members, ensemble members, the
+    correctness reward of a length shaping) — raises :class:`UntrustedRewardError` before
+    anything it names is imported or called.
+    """
+    if isinstance(name_or_config, (Scorer, Path)) or not isinstance(name_or_config,
+                                                                      (str, Mapping)):
+        raise UntrustedRewardError(
+            f"a reward chosen by data must be a reward name or a composition mapping, got "
+            f"{type(name_or_config).__name__}")
+    token = _untrusted.set(True)
+    try:
+        return load(name_or_config, **options)
+    finally:
+        _untrusted.reset(token)
+
+
+@contextmanager
+def program_choice() -> Iterator[None]:
+    """Load as the program itself, inside :func:`load_untrusted`: for a target the code names
+    (a composition's shaping wrapper), never for one that came with the data."""
+    token = _untrusted.set(False)
+    try:
+        yield
+    finally:
+        _untrusted.reset(token)
+
+
+def _check_untrusted(name_or_config: Any, options: Mapping[str, Any]) -> None:
+    if not _untrusted.get():
+        return
+    refused = sorted(set(options) & OPERATOR_OPTIONS)
+    if refused:
+        raise UntrustedRewardError(
+            f"option(s) {refused} cannot come from data (a dataset row or a request): they load "
+            "models, code or files, reach the network or widen the sandbox. Set them in the "
+            "run's reward config, and let rows pick that reward by data source")
+    if isinstance(name_or_config, Path) or (
+            isinstance(name_or_config, str) and name_or_config not in _all_entries()
+            and (_is_config_path(name_or_config) or _IMPORT_PATH.match(name_or_config))):
+        kind = "a file path" if is_config_path(name_or_config) else "an import path"
+        raise UntrustedRewardError(
+            f"reward {str(name_or_config)!r} chosen by data is {kind}; data (a dataset row or a "
+            "request) may only name registered rewards (`rewardkit list`) or compose them. "
+            "Import paths and config files belong in the run's own config")
+
+
 def load(name_or_config: str | Path | Mapping[str, Any] | Scorer, **options: Any) -> Scorer:
     """A Scorer from a registered name, an import path ``package.module:attr`` (a Scorer class,
     a factory, or a reward function), a composition config (a dict, or a YAML/TOML/JSON file),
-    or a Scorer (returned as is).
+    or a Scorer (returned as is). For a reward that data chose, use :func:`load_untrusted`.
 
     Options are passed to the reward's constructor; unknown options raise a TypeError that names
     the accepted ones.
@@ -234,6 +313,8 @@ def load(name_or_config: str | Path | Mapping[str, Any] | Scorer, **options: Any
         if options:
             raise TypeError("options cannot be applied to an already built Scorer")
         return name_or_config
+    _check_untrusted(name_or_config if not isinstance(name_or_config, Mapping) else None,
+                     options)
     if isinstance(name_or_config, Mapping):
         return _config_loader("mapping")(dict(name_or_config), **options)
     if isinstance(name_or_config, Path) or _is_config_path(str(name_or_config)):
@@ -247,6 +328,7 @@ def resolve(name: str) -> RewardEntry:
     name raises :class:`UnknownRewardError` naming the closest ones, before any slow start."""
     entry = _all_entries().get(name)
     if entry is None and _IMPORT_PATH.match(name):
+        _check_untrusted(name, {})
         entry = RewardEntry(name, "", name, source="import path")
     if entry is None:
         raise _unknown(name)
@@ -259,7 +341,10 @@ def is_config_path(name: str | Path) -> bool:
 
 
 def build(factory: Any, name: str, options: dict[str, Any]) -> Scorer:
-    """Call a reward factory with options, turning a bad option into a clear error."""
+    """Call a reward factory with options, turning a bad option into a clear error. A target
+    that cannot be a reward (a class that is not a Scorer, a builtin, a module attribute that is
+    not callable) is refused before it is called."""
+    _check_factory(factory, name)
     if not _is_plain_reward_fn(factory):
         try:
             inspect.signature(factory).bind(**options)
@@ -277,6 +362,20 @@ def build(factory: Any, name: str, options: dict[str, Any]) -> Scorer:
     if getattr(scorer, "name", Scorer.name) == Scorer.name:
         scorer.name = name
     return scorer
+
+
+def _check_factory(factory: Any, name: str) -> None:
+    if isinstance(factory, type):
+        ok = issubclass(factory, Scorer)
+    else:
+        ok = inspect.isfunction(factory) or inspect.ismethod(factory) or (
+            callable(factory) and not inspect.isbuiltin(factory)
+            and not inspect.isroutine(factory) and not inspect.ismodule(factory))
+    if not ok:
+        raise TypeError(
+            f"reward {name!r} names {factory!r}, which is not a reward: give a Scorer subclass, "
+            "a factory function returning a Scorer, or a reward function "
+            "f(prompt, completion, reference, **options) -> float")
 
 
 def _is_plain_reward_fn(obj: Any) -> bool:

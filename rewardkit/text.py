@@ -42,7 +42,7 @@ END_TOKENS: tuple[str, ...] = (
 completions. Anything else of the special-token shape ``<|name|>`` / ``<｜name｜>`` is removed
 too (see :data:`_SPECIAL_SHAPE`)."""
 
-_SPECIAL_SHAPE = re.compile(r"<[|｜][A-Za-z0-9_▁\-.]{1,40}[|｜]>")
+_SPECIAL_SHAPE = re.compile(r"<[|｜][A-Za-z0-9_▁\-.:]{1,40}[|｜]>")
 """The shape of a tokenizer's special token (``<|im_start|>``, ``<|assistant|>``,
 ``<｜Assistant｜>``): nothing a model writes as ordinary text, so safe to drop from the end."""
 

@@ -26,7 +26,10 @@ OpenRLHF's query is the decoded prompt + response *with special tokens kept*
 (``skip_special_tokens=False``): ``"<|im_start|>user\\n...<|im_end|>\\n<|im_start|>assistant\\n
 Paris<|im_end|>"``. :func:`response_from_query` removes the prompt and the chat template's
 end-of-turn and padding tokens before scoring; without it ``Paris<|im_end|>`` would not equal
-``Paris``. A label holding a JSON object (tests for ``code``) is decoded to a dict.
+``Paris``. It reads each query in time linear in its length (a degenerate rollout cut at
+``max_new_tokens`` may be a megabyte of whitespace). A label holding a JSON object (tests for
+``code``) is decoded to a dict; one that cannot be decoded as one (nested too deep for the
+parser) is that sample's error Score.
 
 Imports are absolute on purpose: OpenRLHF loads this file by its path as a stand-alone module.
 """
@@ -34,12 +37,12 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import threading
 from typing import Any, Sequence
 
 from rewardkit.registry import load
 from rewardkit.scorer import Scorer
+from rewardkit.text import strip_end_tokens
 from rewardkit.types import Sample, Score
 
 URL_ENV = "REWARDKIT_OPENRLHF_URL"
@@ -62,17 +65,12 @@ ASSISTANT_HEADERS = (
 )
 """Where the response starts, for a query whose decoded prompt differs from ``prompt``."""
 
-_TRAILING_SPECIAL = re.compile(
-    r"(?:\s*(?:<\|[A-Za-z0-9_.:\-]{1,40}\|>|</s>|<eos>|<pad>|<end_of_turn>|<｜end▁of▁sentence｜>))+\s*$")
-"""Trailing end-of-turn / end-of-text / padding tokens: ``<|im_end|>``, ``<|eot_id|>``,
-``<|endoftext|>``, ``<|end|>``, ``</s>``, ``<end_of_turn>``, DeepSeek's end of sentence."""
-
-
 def response_from_query(query: str, prompt: str | None = None) -> str:
     """The model's response inside an OpenRLHF query (prompt + response, special tokens kept).
 
     The prompt is cut off when the query starts with it (the usual case), else at the last
-    assistant header of a known chat template; then trailing special tokens are dropped.
+    assistant header of a known chat template; then trailing special tokens are dropped
+    (:func:`rewardkit.text.strip_end_tokens`, which walks back from the end: linear time).
     """
     text = query
     if prompt and text.startswith(prompt):
@@ -83,15 +81,23 @@ def response_from_query(query: str, prompt: str | None = None) -> str:
             text = text[cut[0] + len(cut[1]):]
         elif prompt and prompt.strip() and prompt.strip() in text:
             text = text[text.index(prompt.strip()) + len(prompt.strip()):]
-    return _TRAILING_SPECIAL.sub("", text)
+    return strip_end_tokens(text)
+
+
+class LabelError(ValueError):
+    """A label that looks like a JSON object but cannot be decoded as one."""
 
 
 def label_reference(label: Any) -> Any:
     """A label as the reference: a string holding a JSON object (``{"test": ...}``) is decoded,
-    anything else is kept as is."""
+    anything else is kept as is. JSON nested past the parser's recursion limit raises
+    :class:`LabelError` (the sample's error, not the batch's)."""
     if isinstance(label, str) and label.startswith("{") and label.endswith("}"):
         try:
             decoded = json.loads(label)
+        except RecursionError:
+            raise LabelError("the label holds JSON nested too deep to decode; flatten the "
+                             "label (tests, boxes, gold answer) of this row") from None
         except ValueError:
             return label
         if isinstance(decoded, dict):
@@ -100,18 +106,32 @@ def label_reference(label: Any) -> Any:
 
 
 def samples_from_openrlhf(queries: Sequence[str], prompts: Sequence[str] | None,
-                          labels: Sequence[Any] | None) -> list[Sample]:
-    """Samples from OpenRLHF's three aligned lists."""
+                          labels: Sequence[Any] | None,
+                          error_value: float = 0.0) -> list[Sample | Score]:
+    """Samples from OpenRLHF's three aligned lists; a row whose label cannot be read is its
+    error Score (``error_kind="bad_reference"``, value ``error_value``) in its place."""
     n = len(queries)
     if prompts is not None and len(prompts) != n or labels is not None and len(labels) != n:
         raise ValueError(f"OpenRLHF passed {n} queries, {len(prompts or [])} prompts and "
                          f"{len(labels or [])} labels; they must align")
-    out = []
+    out: list[Sample | Score] = []
     for i, query in enumerate(queries):
         prompt = prompts[i] if prompts is not None else None
+        try:
+            reference = label_reference(labels[i]) if labels is not None else None
+        except LabelError as exc:
+            out.append(Score.from_error(exc, error_value, kind="bad_reference"))
+            continue
         out.append(Sample(prompt=prompt or "", completion=response_from_query(query, prompt),
-                          reference=label_reference(labels[i]) if labels is not None else None))
+                          reference=reference))
     return out
+
+
+def score_entries(scorer: Scorer, entries: Sequence[Sample | Score]) -> list[Score]:
+    """Scores of :func:`samples_from_openrlhf`'s entries: the Samples scored in one call, the
+    error Scores kept in their places."""
+    scored = iter(scorer.score([e for e in entries if isinstance(e, Sample)]))
+    return [e if isinstance(e, Score) else next(scored) for e in entries]
 
 
 def openrlhf_result(scores: Sequence[Score]) -> dict[str, Any]:
@@ -156,8 +176,9 @@ def reward_func(queries: Sequence[str], prompts: Sequence[str], labels: Sequence
     value and counts in ``extra_logs["reward_error"]``. A server that stays unreachable raises
     :class:`~rewardkit.integrations.remote.RemoteRewardError`.
     """
-    result = openrlhf_result(scorer_from_env().score(
-        samples_from_openrlhf(list(queries), list(prompts), list(labels))))
+    scorer = scorer_from_env()
+    result = openrlhf_result(score_entries(scorer, samples_from_openrlhf(
+        list(queries), list(prompts), list(labels), scorer.error_value)))
     try:
         import torch
     except ImportError:

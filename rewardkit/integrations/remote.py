@@ -50,8 +50,11 @@ class RemoteScorer(Scorer):
         url: the server's base URL (``http://host:8000``).
         reward: the served reward name (default: the server's default reward).
         token: bearer token, if the server requires one (default: ``$REWARDKIT_TOKEN``).
-        timeout: seconds to wait for one response (keep it above the server's
-            ``request_timeout_s``, whose expiry returns timeout error Scores instead).
+        timeout: seconds one attempt may take in all, from sending the request to the last
+            byte of the reply (keep it above the server's ``request_timeout_s``, whose expiry
+            returns timeout error Scores instead). A server that answers slower, even one that
+            trickles a byte now and then, fails the attempt, which is retried like a lost
+            connection within ``retry_for``.
         connect_timeout: seconds to wait for a connection.
         retry_for: seconds during which transient failures are retried; past them
             :class:`RemoteRewardError` is raised.
@@ -161,15 +164,19 @@ class RemoteScorer(Scorer):
         if self.reward is not None:
             payload["reward"] = self.reward
         body = json.dumps(payload, default=json_default).encode()
-        client = self._http()
         deadline = time.monotonic() + self.retry_for
         attempt, problem = 0, ""
         while True:
             retry_after = None
+            client = self._http()
             try:
-                response = client.post("/v1/score", content=body)
+                response = self._post(client, body)
             except httpx.TransportError as exc:  # refused, reset, timed out: try again
                 problem = f"{type(exc).__name__}: {exc}"
+            except RuntimeError:  # another call's deadline closed the pool under this one
+                if not client.is_closed:
+                    raise
+                problem = "the connection pool was closed at another call's deadline"
             else:
                 if response.status_code == 200:
                     return self._scores(response.json(), request_id, len(samples))
@@ -190,6 +197,39 @@ class RemoteScorer(Scorer):
                     "that `rewardkit serve` runs there and is reachable, or raise retry_for")
             log.warning("%s: %s; retrying in %.1f s", self.url, problem, delay)
             time.sleep(delay)
+
+    def _post(self, client: Any, body: bytes) -> Any:
+        """One attempt, over within ``timeout`` in all. httpx bounds each socket read, not the
+        whole exchange, so a peer that sends a byte before each read times out would hold the
+        call forever; at the deadline this closes the connection pool (the next client call
+        opens a new one), which ends the blocked read with a transport error."""
+        import httpx
+
+        finished = threading.Event()
+        expired = threading.Event()
+
+        def expire() -> None:
+            if finished.is_set():
+                return
+            expired.set()
+            with self._lock:
+                if self._client is client:
+                    self._client = None
+            client.close()
+
+        timer = threading.Timer(self.timeout, expire)
+        timer.daemon = True
+        timer.start()
+        try:
+            return client.post("/v1/score", content=body)
+        except (httpx.TransportError, RuntimeError) as exc:
+            if expired.is_set():
+                raise httpx.ReadTimeout(f"no whole reply within timeout={self.timeout:g} s "
+                                        "(the limit of one attempt)") from exc
+            raise
+        finally:
+            finished.set()
+            timer.cancel()
 
     def _split(self, samples: list[Sample], problem: str) -> list[Score]:
         """Scores of a request the server found too large: its halves, each sent on its own

@@ -14,7 +14,10 @@ every other key of the dict as a per-sample metric.
 Which reward scores a row is decided, first match wins, by:
 
 1. ``extra_info["reward"]``: a reward name (options in ``extra_info["reward_options"]``) or a
-   config mapping, for datasets that mix tasks;
+   config mapping, for datasets that mix tasks. A row is data, not code: it may name registered
+   rewards only, and never an import path, a config file or an option that loads models or
+   code (:func:`rewardkit.registry.load_untrusted`); such a row raises
+   :class:`~rewardkit.registry.UntrustedRewardError` before anything it names is imported;
 2. a reward config file (YAML/TOML/JSON) named by ``custom_reward_function.reward_kwargs``
    ``reward_config`` in verl's config, else by the environment variable ``REWARDKIT_VERL_CONFIG``:
    its ``data_sources:`` section maps data-source patterns to reward specs, and its reward (a
@@ -37,6 +40,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from rewardkit.compose import ConfigError, from_config, read_config_file, warn_misplaced_keys
+from rewardkit.registry import load_untrusted
 from rewardkit.scorer import Scorer
 from rewardkit.types import Score
 
@@ -148,9 +152,10 @@ def compute_score_batch(data_sources: Sequence[str], solution_strs: Sequence[str
     scorers: dict[str, Scorer] = {}
     for i in range(n):
         spec = reward_spec(data_sources[i], infos[i], reward_config)
-        key = _spec_key(spec)
+        from_row = _row_chooses(infos[i])
+        key = ("row " if from_row else "") + _spec_key(spec)
         if key not in scorers:
-            scorers[key] = _scorer(key, spec)
+            scorers[key] = _scorer(key, spec, from_row)
         groups.setdefault(key, []).append(i)
     results: list[dict[str, Any]] = [{} for _ in range(n)]
     for key, rows in groups.items():
@@ -176,7 +181,7 @@ def reward_spec(data_source: str, extra_info: Mapping[str, Any] | None = None,
                 reward_config: str | None = None) -> dict[str, Any]:
     """The reward spec (``{"reward": name, "options": {...}}`` or a composition config) that
     scores a row, following the order in the module docstring."""
-    if isinstance(extra_info, Mapping) and extra_info.get("reward") is not None:
+    if _row_chooses(extra_info):
         chosen = extra_info["reward"]
         if isinstance(chosen, str):
             options = extra_info.get("reward_options") or {}
@@ -263,11 +268,16 @@ def _spec_key(spec: Mapping[str, Any]) -> str:
     return json.dumps(_plain(dict(spec)), sort_keys=True, default=str)
 
 
-def _scorer(key: str, spec: Mapping[str, Any]) -> Scorer:
+def _row_chooses(extra_info: Mapping[str, Any] | None) -> bool:
+    """Whether the row itself names its reward (data, loaded as such)."""
+    return isinstance(extra_info, Mapping) and extra_info.get("reward") is not None
+
+
+def _scorer(key: str, spec: Mapping[str, Any], from_row: bool) -> Scorer:
     with _lock:
         scorer = _scorers.get(key)
         if scorer is None:
-            scorer = from_config(dict(spec))
+            scorer = load_untrusted(dict(spec)) if from_row else from_config(dict(spec))
             _scorers[key] = scorer
         return scorer
 

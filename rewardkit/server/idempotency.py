@@ -5,6 +5,9 @@ reply. Replies are kept in memory up to ``max_entries`` ids and ``max_bytes`` by
 evicted first (a reply larger than ``max_bytes`` alone is not kept); the sizes are exported as
 metrics. With a ``path`` the replies are also kept in an SQLite file, so that a retry after a
 restart of the server is still answered from the first attempt; the file obeys the same bounds.
+The file is read and written in a thread, never on the event loop, and each lookup or store
+costs an index step, not a scan: its row count and bytes are counted as rows come and go, and
+the oldest rows are found through an index on their time.
 
 What this cannot cover: a request in flight when the server is killed was never answered, so
 its retry is scored again (at-least-once). The reply carries the request id, so a client that
@@ -51,6 +54,9 @@ class ReplyCache:
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("CREATE TABLE IF NOT EXISTS replies (key TEXT PRIMARY KEY, "
                              "fingerprint BLOB, reply BLOB, stored REAL)")
+            self._db.execute("CREATE INDEX IF NOT EXISTS replies_by_time ON replies (stored)")
+            self._db_rows, self._db_bytes = self._db.execute(
+                "SELECT COUNT(*), COALESCE(SUM(LENGTH(reply)), 0) FROM replies").fetchone()
             self._trim_db()
         self._publish()
 
@@ -59,8 +65,9 @@ class ReplyCache:
                    compute: Callable[[], Awaitable[bytes]]) -> bytes:
         """``compute()``'s reply, computed once per ``key``."""
         entry = self._entries.get(key)
-        if entry is None:
-            entry = self._load(key)
+        if entry is None and self._db is not None:
+            stored = await asyncio.to_thread(self._load, key)
+            entry = self._entries.get(key) or stored  # another attempt may have begun meanwhile
         if entry is not None:
             if entry.fingerprint != fingerprint:
                 raise RequestIdReused(key)
@@ -94,7 +101,8 @@ class ReplyCache:
         entry.reply = reply
         if current:
             self.bytes += len(reply)
-            self._store(key, entry)
+            if self._db is not None:
+                asyncio.get_running_loop().run_in_executor(None, self._store, key, entry)
         self._evict()
 
     def _evict(self) -> None:
@@ -111,38 +119,46 @@ class ReplyCache:
 
     # -- the SQLite file ------------------------------------------------------------------------
     def _load(self, key: str) -> Optional[_Entry]:
-        if self._db is None:
-            return None
         with self._db_lock:
+            if self._db is None:  # closed meanwhile
+                return None
             row = self._db.execute("SELECT fingerprint, reply FROM replies WHERE key = ?",
                                    (key,)).fetchone()
         return None if row is None else _Entry(bytes(row[0]), None, bytes(row[1]))
 
     def _store(self, key: str, entry: _Entry) -> None:
-        if self._db is None:
-            return
+        assert entry.reply is not None
         with self._db_lock:
-            self._db.execute("INSERT OR REPLACE INTO replies VALUES (?, ?, ?, ?)",
-                             (key, entry.fingerprint, entry.reply, time.time()))
+            db = self._db
+            if db is None:  # closed meanwhile
+                return
+            old = db.execute("SELECT LENGTH(reply) FROM replies WHERE key = ?",
+                             (key,)).fetchone()
+            if old is not None:
+                self._db_rows -= 1
+                self._db_bytes -= old[0]
+            db.execute("INSERT OR REPLACE INTO replies VALUES (?, ?, ?, ?)",
+                       (key, entry.fingerprint, entry.reply, time.time()))
+            self._db_rows += 1
+            self._db_bytes += len(entry.reply)
         self._trim_db()
 
     def _trim_db(self) -> None:
-        assert self._db is not None
+        """Delete the oldest rows until the file is within both bounds (found through the
+        time index: the cost is the rows deleted, not the rows kept)."""
         with self._db_lock:
             db = self._db
-            db.execute("DELETE FROM replies WHERE key IN (SELECT key FROM replies ORDER BY "
-                       "stored DESC LIMIT -1 OFFSET ?)", (self.max_entries,))
-            total = db.execute("SELECT COALESCE(SUM(LENGTH(reply)), 0) FROM replies").fetchone()[0]
-            if total > self.max_bytes:
-                kept, cut = 0, None
-                for stored, size in db.execute("SELECT stored, LENGTH(reply) FROM replies "
-                                               "ORDER BY stored DESC"):
-                    kept += size
-                    if kept > self.max_bytes:
-                        cut = stored
-                        break
-                if cut is not None:
-                    db.execute("DELETE FROM replies WHERE stored <= ?", (cut,))
+            if db is None:
+                return
+            while self._db_rows > self.max_entries or self._db_bytes > self.max_bytes:
+                row = db.execute("SELECT key, LENGTH(reply) FROM replies ORDER BY stored "
+                                 "LIMIT 1").fetchone()
+                if row is None:
+                    self._db_rows, self._db_bytes = 0, 0
+                    break
+                db.execute("DELETE FROM replies WHERE key = ?", (row[0],))
+                self._db_rows -= 1
+                self._db_bytes -= row[1]
 
     def close(self) -> None:
         if self._db is not None:
