@@ -39,7 +39,7 @@ def run_trl(setting: Setting) -> Timing:
         torch.manual_seed(0)
         model = AutoModelForSequenceClassification.from_pretrained(setting.base, num_labels=1)
     model.config.pad_token_id = tok.pad_token_id
-    data = load_dataset("json", data_files=str(DATA / "rm_train.jsonl"), split="train")
+    data = load_dataset("json", data_files=str(setting.data / "rm_train.jsonl"), split="train")
     data = data.select_columns(["prompt", "chosen", "rejected"])
     times: list[float] = []
     args = RewardConfig(output_dir=setting.workdir, per_device_train_batch_size=setting.batch,

@@ -1,54 +1,86 @@
 #!/usr/bin/env bash
-# The GPU paths in one go, on a machine with one CUDA device: the tests marked `gpu`, reward-model
-# and process-reward-model training against their peers in bf16, reward-model scoring by batch
-# size (one model against a K-head ensemble), the reward server with a reward model on the GPU,
-# and a short GRPO run with generation on the GPU. Every part has its own time limit and log:
+# The GPU paths in one go, on a machine with one CUDA device, most important first: GRPO against
+# TRL's GRPOTrainer at the Qwen2.5-0.5B shape (time split and peak memory, gradient
+# checkpointing off and on), the reward server with a reward model on the GPU (batching off/on,
+# large batches against in process), reward-model and process-reward-model training against
+# their peers in bf16, reward-model scoring by batch size (one model against a K-head
+# ensemble), GRPO against TRL at the Qwen2.5-1.5B shape for memory (does it fit, with and
+# without checkpointing), and the tests marked `gpu`. Every part has its own time limit and log:
 #
-#     bash benchmarks/gpu_checks.sh LOGDIR [SECONDS_SCALE]
+#     bash benchmarks/gpu_checks.sh [--tiny] LOGDIR [SECONDS_SCALE]
 #
-# SECONDS_SCALE (default 1) stretches or shrinks every part's time limit. The logs are
-# LOGDIR/<part>.log; a part that fails or runs out of time leaves the others standing.
+# SECONDS_SCALE (default 1) stretches or shrinks every part's time limit; the limits add up to
+# 590 s, so the whole script fits one 10-minute command (docs/trainer.md has the estimate part
+# by part). The logs are LOGDIR/<part>.log, eight files; a part that fails or runs out of time
+# leaves the others standing. --tiny runs every part on the CPU with tiny shapes, the parts side
+# by side, each limited to 10 minutes (its figures mean nothing; it checks that the script still
+# runs: tests/test_gpu_checks_script.py).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-LOGS=${1:?usage: gpu_checks.sh LOGDIR [SECONDS_SCALE]}
+TINY=0
+if [ "${1:-}" = "--tiny" ]; then TINY=1; shift; fi
+LOGS=${1:?usage: gpu_checks.sh [--tiny] LOGDIR [SECONDS_SCALE]}
 SCALE=${2:-1}
 PY=${PYTHON:-python3}
 mkdir -p "$LOGS"
 export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false TRANSFORMERS_VERBOSITY=error \
-       HF_HUB_OFFLINE=1 HF_HUB_DISABLE_PROGRESS_BARS=1
+       HF_HUB_OFFLINE=1 HF_HUB_DISABLE_PROGRESS_BARS=1 HF_DATASETS_DISABLE_PROGRESS_BARS=1
 
-part() {  # part NAME SECONDS COMMAND...
-  local name=$1 limit
-  limit=$(awk "BEGIN {print int($2 * $SCALE)}")
+part() {  # part NAME SECONDS COMMAND...: its report printed in one piece when it ends
+  local name=$1 limit start=$SECONDS rc
+  limit=$(awk "BEGIN {print int(($TINY ? 600 : $2) * $SCALE)}")
   shift 2
-  echo "== $name (limit ${limit} s): $*"
-  local start=$SECONDS
   timeout -k 10 "$limit" "$@" >"$LOGS/$name.log" 2>&1
-  local rc=$?
-  echo "   rc=$rc in $((SECONDS - start)) s"
-  tail -n 12 "$LOGS/$name.log" | sed 's/^/   | /'
+  rc=$?
+  { echo "== $name (limit ${limit} s): $*"
+    echo "   rc=$rc in $((SECONDS - start)) s"
+    tail -n 12 "$LOGS/$name.log" | cut -c1-240 | sed 's/^/   | /'; }
 }
 
+if [ "$TINY" = 1 ]; then
+  # Side by side, one torch thread each: only whether each part runs counts.
+  export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
+  DEV=cpu
+  # checkpointing off in the one GRPO part, on in the other: both paths, half the runs
+  GRPO_05B=(--shape tiny --device cpu --batch-size 4 --group-size 2 --max-new-tokens 4
+            --steps 2 --gradient-checkpointing off)
+  GRPO_15B=(--shape tiny --device cpu --batch-size 4 --group-size 2 --max-new-tokens 4
+            --gradient-checkpointing on)
+  SERVER=(--pairs 1 --rm-requests 16 --rm-clients 4 --big-batch 8 --big-samples 16
+          --hidden 32 --layers 1)
+  TRAIN=(--hidden 32 --layers 1 --batch-size 4 --steps 3 --warmup 1 --pairs 1 --rows 16)
+  SIZES=(--hidden 32 --layers 1 --k 2 --batch-sizes 1 4 --samples 8 --repeats 1)
+  run() { part "$@" & }
+else
+  DEV=cuda
+  GRPO_05B=()
+  GRPO_15B=(--gradient-checkpointing on off)  # the run likelier to fit first
+  SERVER=(--pairs 2 --rm-requests 512 --big-samples 2048 --hidden 1024 --layers 12)
+  TRAIN=(--hidden 1024 --layers 12 --batch-size 64 --steps 25 --warmup 5 --pairs 2
+         --rows 1600)
+  SIZES=(--hidden 1024 --layers 12 --k 4 --batch-sizes 1 4 16 64 256 --samples 256
+         --repeats 2)
+  run() { part "$@"; }
+fi
+
 {
-  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
-  $PY -c "import torch, transformers; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'transformers', transformers.__version__)"
+  if [ "$TINY" = 1 ]; then echo "tiny: every part on the CPU"
+  else nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader; fi
+  timeout 20 $PY -c "import torch; from importlib.metadata import version as v
+print('torch', torch.__version__, 'cuda', torch.version.cuda, 'transformers',
+      v('transformers'), 'trl', v('trl'))"
 } >"$LOGS/environment.log" 2>&1
 cat "$LOGS/environment.log"
 
-part server 220 $PY benchmarks/bench_server.py --device cuda --skip-overhead --pairs 2 \
-  --rm-requests 1024 --big-samples 2048 --hidden 1024 --layers 12 \
-  --rm-parts clients,ceiling,large
-part rm_train 80 $PY benchmarks/bench_rm_train_vs_trl.py --device cuda --hidden 1024 \
-  --layers 12 --batch-size 64 --steps 25 --warmup 5 --pairs 2
-part prm_train 70 $PY benchmarks/bench_prm_train_vs_trl.py --device cuda --hidden 1024 \
-  --layers 12 --batch-size 64 --steps 25 --warmup 5 --pairs 2
-part batch_sizes 90 $PY benchmarks/bench_rm_batch_sizes.py --device cuda --hidden 1024 \
-  --layers 12 --k 4 --batch-sizes 1 4 16 64 256 --samples 512 --repeats 2
-part tests 80 $PY -m pytest -q -m gpu -p no:cacheprovider tests/test_gpu_paths.py \
+run grpo_0.5b 160 $PY benchmarks/bench_trainer_vs_trl.py --setup qwen2.5-0.5b \
+  "${GRPO_05B[@]}"
+run server 110 $PY benchmarks/bench_server.py --device $DEV --skip-overhead \
+  --rm-parts clients,large "${SERVER[@]}"
+run rm_train 40 $PY benchmarks/bench_rm_train_vs_trl.py --device $DEV "${TRAIN[@]}"
+run prm_train 40 $PY benchmarks/bench_prm_train_vs_trl.py --device $DEV "${TRAIN[@]}"
+run batch_sizes 30 $PY benchmarks/bench_rm_batch_sizes.py --device $DEV "${SIZES[@]}"
+run grpo_1.5b 150 $PY benchmarks/bench_trainer_vs_trl.py --setup qwen2.5-1.5b \
+  "${GRPO_15B[@]}"
+run tests 40 $PY -m pytest -q -m gpu -p no:cacheprovider tests/test_gpu_paths.py \
   tests/test_models_training.py tests/test_trainer_vllm.py
-part grpo 50 $PY -m rewardkit train grpo --config examples/arithmetic_grpo.yaml --device cuda \
-  --dtype bfloat16 --steps 20 --eval-every 0 --output "$LOGS/grpo_run" --quiet
-if [ -f "$LOGS/grpo_run/metrics.jsonl" ]; then
-  cp "$LOGS/grpo_run/metrics.jsonl" "$LOGS/grpo_metrics.jsonl"
-  rm -rf "$LOGS/grpo_run"
-fi
+wait

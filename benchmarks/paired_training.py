@@ -7,10 +7,12 @@ Options every such benchmark takes: ``--pairs --steps --warmup --batch-size``; `
 trains on the GPU in bf16 on both sides (fp32 master weights, bf16 autocast: rewardkit's
 ``dtype: bfloat16`` and the Trainer's ``bf16=True``), and prints the peak GPU memory of each
 run; ``--hidden H --layers L`` replaces the shipped base with a random Qwen2 of that size (same
-tokenizer and data), so that a GPU has work worth timing."""
+tokenizer and data), so that a GPU has work worth timing; ``--rows N`` trains both sides on the
+data files' first N rows (the peers tokenise the whole file before their first step)."""
 from __future__ import annotations
 
 import argparse
+import itertools
 import statistics
 import tempfile
 import time
@@ -32,6 +34,8 @@ class Setting:
     workdir: str
     base: Path
     device: str
+    data: Path = DATA
+    """The folder with ``rm_train.jsonl`` and ``prm_train.jsonl`` both sides train on."""
 
     @property
     def bf16(self) -> bool:
@@ -67,6 +71,15 @@ def scaled_base(hidden: int, layers: int, out: Path) -> Path:
     return out
 
 
+def first_rows(rows: int, out: Path) -> Path:
+    """A folder with the first ``rows`` rows of each training file."""
+    out.mkdir()
+    for name in ("rm_train.jsonl", "prm_train.jsonl"):
+        with open(DATA / name, encoding="utf-8") as src:
+            (out / name).write_text("".join(itertools.islice(src, rows)), encoding="utf-8")
+    return out
+
+
 def compare(description: str, peer: str, run_peer: Run, run_rewardkit: Run, what: str,
             unit: str, tokens_per_item: Callable[[Path], float]) -> None:
     """Parse the options, run the pairs and print them, with samples/s, tokens/s (real tokens,
@@ -81,10 +94,13 @@ def compare(description: str, peer: str, run_peer: Run, run_rewardkit: Run, what
     parser.add_argument("--hidden", type=int, default=0,
                         help="a random Qwen2 of this width instead of the shipped base")
     parser.add_argument("--layers", type=int, default=12, help="its depth (with --hidden)")
+    parser.add_argument("--rows", type=int, help="train on the first ROWS rows of the data "
+                                                  "(default: all; at least steps × batch size)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         base = scaled_base(args.hidden, args.layers, Path(tmp) / "base") if args.hidden \
             else DATA / "base"
+        data = first_rows(args.rows, Path(tmp) / "data") if args.rows else DATA
         per_item = tokens_per_item(base)
         ours: list[Timing] = []
         theirs: list[Timing] = []
@@ -94,7 +110,7 @@ def compare(description: str, peer: str, run_peer: Run, run_rewardkit: Run, what
                 with tempfile.TemporaryDirectory() as workdir:
                     run = run_peer if who == peer else run_rewardkit
                     setting = Setting(args.steps, args.batch_size, args.warmup, workdir, base,
-                                      args.device)
+                                      args.device, data)
                     (theirs if who == peer else ours).append(measured(run, setting))
             print(f"pair {i + 1} ({' then '.join(order)}): {peer} {describe(theirs[-1])}, "
                   f"rewardkit {describe(ours[-1])}, ratio "
@@ -144,7 +160,7 @@ def reward_config(task: str, setting: Setting, steps: int | None = None) -> Any:
     from rewardkit.models.train_config import RewardTrainConfig
 
     return RewardTrainConfig(task=task, model=str(setting.base),
-                             data=str(DATA / f"{task}_train.jsonl"), eval_fraction=0.0,
+                             data=str(setting.data / f"{task}_train.jsonl"), eval_fraction=0.0,
                              output_dir=setting.workdir, steps=steps or setting.steps,
                              batch_size=setting.batch, learning_rate=1e-4,
                              lr_schedule="constant", progress=False, tensorboard=False,
