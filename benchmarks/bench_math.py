@@ -11,11 +11,15 @@ Accuracy, each side by side:
 4. ``data/math_hacks.jsonl`` — completions that try to get a reward without the answer; the
    figure is how many each side refuses.
 
-Throughput (distinct completions per second, a warm scorer as in training: pool started and
-warmed up on other pairs), in interleaved rounds that alternate which side runs first, the median
-ratio reported: a realistic chain-of-thought mix (the realistic set, each completion varied into
-``--copies`` distinct ones, as the samples of one prompt in GRPO) beside the plain-number mix
-(``math_rl_mix.make_mix``: mostly integers). Also the worker pool's start-up cost.
+Throughput (distinct completions per second), in interleaved rounds that alternate which side
+runs first, every round printed and the median ratios reported, for a *fresh* scorer (new each
+round, pool started and warmed up on other pairs only: training sees new completions every step)
+beside a *warm* one (kept across rounds, it has seen the pairs before): on fresh data (the
+differential corpus of ``bench_math_corpus.py``: every gold of the project's sets and of
+Math-Verify's suite in every answer style), a realistic chain-of-thought mix (the realistic set,
+each completion varied into ``--copies`` distinct ones, as the samples of one prompt in GRPO) and
+the plain-number mix (``math_rl_mix.make_mix``: mostly integers). Also the worker pool's start-up
+cost.
 
 Run: ``python benchmarks/bench_math.py [--rounds 3] [--copies 6]``. Needs the ``bench`` extra
 (``math-verify``). On a shared machine timings are noisy; read the ratio within a pair.
@@ -24,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import random
 import statistics
 import sys
@@ -36,30 +39,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import rewardkit  # noqa: E402
+from bench_math_corpus import corpus, math_verify_judge  # noqa: E402
 from math_rl_mix import make_mix  # noqa: E402
 from rewardkit import Sample  # noqa: E402
 
 
 def load(name: str) -> list[dict]:
     return [json.loads(x) for x in (ROOT / "data" / name).read_text().splitlines() if x.strip()]
-
-
-def math_verify_judge():
-    from math_verify import parse, verify
-
-    # Math-Verify logs every timeout (with the whole input) as a warning; the counts are what
-    # matter here.
-    logging.getLogger("math_verify").setLevel(logging.ERROR)
-
-    def judge(gold: str, completion: str) -> float:
-        try:
-            bare = not any(m in gold for m in ("$", "\\boxed", "\\[", "\\(", "\n"))
-            g = parse("$" + gold + "$") if bare else parse(gold)
-            return float(verify(g, parse(completion)))
-        except Exception:  # noqa: BLE001 - a failure counts as 0, as Math-Verify's own default
-            return 0.0
-
-    return judge
 
 
 def rewardkit_scores(rows: list[dict], preset: str, with_prompt: bool = True) -> list[float]:
@@ -164,7 +150,8 @@ def needs_sympy(pairs: list[dict]) -> int:
                 gold = read_gold(p["gold"], opts)
             except ValueError:
                 continue
-            if decide(gold, read_answers(ex.candidates, gold, opts), opts) is None:
+            if decide(gold, read_answers(ex.candidates, gold, opts), opts,
+                      p.get("prompt", "")) is None:
                 count += 1
     return count
 
@@ -185,55 +172,74 @@ def time_rk(verifier, pairs: list[dict], batch: int) -> tuple[float, list[float]
     return len(pairs) / (time.perf_counter() - start), scores
 
 
-def throughput_section(rounds: int, copies: int, batch: int, mix_n: int) -> None:
-    """Throughput on the realistic chain-of-thought mix and on the plain-number mix, side by
-    side: one warm scorer (pool started, warmed up on other pairs: the labelled set), then
-    ``rounds`` interleaved rounds per mix, alternating which side runs first; every round's
-    figures and ratio are printed, and the median ratio."""
-    print("\n== throughput (pairs per second; warm scorer) ==")
+_NEEDS_SYMPY = Sample("", r"\boxed{\sec x}", r"\frac{1}{\cos x}")  # outside the fast reader
+
+
+def fresh_scorer(warmup: list[dict], batch: int):
+    """A new scorer as a training run starts one: pool started, warmed up on other pairs (the
+    labelled set) only, so nothing it caches (worker gold parses) comes from the timed pairs."""
+    v = rewardkit.load("math")
+    v.score([_NEEDS_SYMPY] * v.options.n_workers)
+    time_rk(v, warmup, batch)
+    return v
+
+
+def throughput_section(rounds: int, copies: int, batch: int, mix_n: int, corpus_golds: int) -> None:
+    """Throughput on fresh data and on the mixes, side by side: ``rounds`` interleaved rounds per
+    mix, alternating which side runs first. Each round times Math-Verify, a *fresh* scorer (new,
+    warmed up on other pairs only: what training sees, new completions every step) and a *warm*
+    scorer (one kept across rounds, which has seen the mix before); every round's figures and
+    ratios are printed, and the median ratios."""
+    print("\n== throughput (pairs per second; fresh and warm scorer) ==")
     start = time.perf_counter()
     with rewardkit.load("math") as v:
-        v.score([Sample("", r"\boxed{\sin(x) = 2}", r"[2, \infty)")])  # needs sympy
+        v.score([_NEEDS_SYMPY])
         cold = time.perf_counter() - start
         start = time.perf_counter()
-        v.score([Sample("", r"\boxed{\sin(x) = 3}", r"[3, \infty)")])
+        v.score([Sample("", r"\boxed{\sec y}", r"\frac{1}{\cos y}")])
         warm = time.perf_counter() - start
     print(f"pool start-up: first sympy verdict {cold:.2f}s cold, then {warm * 1000:.1f} ms")
-    real = realistic_mix(copies)
-    mixes = (("realistic chain-of-thought mix", real),
+    fresh_corpus = [dict(r, correct=bool(r["expected"]))
+                    for r in corpus(corpus_golds)]
+    mixes = (("differential corpus (every gold in every style; fresh data)", fresh_corpus),
+             ("realistic chain-of-thought mix", realistic_mix(copies)),
              ("plain-number mix (mostly integers)", make_mix(mix_n)))
     warmup = [{"gold": r["gold"], "completion": r["completion"]}
               for r in load("math_equivalence.jsonl") if not r["options"]]
     with rewardkit.load("math") as v:
-        v.score([Sample("", r"\boxed{x \geq 2}", r"[2, \infty)")] * v.options.n_workers)
+        v.score([_NEEDS_SYMPY] * v.options.n_workers)
         time_rk(v, warmup, batch)  # warm-up on other pairs
         time_mv(warmup[:100])
         medians = {}
         for title, pairs in mixes:
             print(f"\n{title}: {len(pairs)} distinct pairs, {needs_sympy(pairs)} need sympy; "
                   f"batches of {batch}")
-            ratios = []
+            fresh_ratios, warm_ratios = [], []
             for k in range(rounds):
-                if k % 2 == 0:
-                    mv_rate, mv_scores = time_mv(pairs)
-                    rk_rate, rk_scores = time_rk(v, pairs, batch)
-                else:
-                    rk_rate, rk_scores = time_rk(v, pairs, batch)
-                    mv_rate, mv_scores = time_mv(pairs)
-                ratios.append(rk_rate / mv_rate)
+                with fresh_scorer(warmup, batch) as fresh:
+                    if k % 2 == 0:
+                        mv_rate, mv_scores = time_mv(pairs)
+                        fresh_rate, rk_scores = time_rk(fresh, pairs, batch)
+                        warm_rate, _ = time_rk(v, pairs, batch)
+                    else:
+                        fresh_rate, rk_scores = time_rk(fresh, pairs, batch)
+                        warm_rate, _ = time_rk(v, pairs, batch)
+                        mv_rate, mv_scores = time_mv(pairs)
+                fresh_ratios.append(fresh_rate / mv_rate)
+                warm_ratios.append(warm_rate / mv_rate)
                 print(f"  round {k + 1} ({'Math-Verify' if k % 2 == 0 else 'rewardkit'} first): "
-                      f"Math-Verify {mv_rate:8.0f}/s   rewardkit {rk_rate:8.0f}/s   "
-                      f"ratio x{rk_rate / mv_rate:.1f}")
-            medians[title] = statistics.median(ratios)
+                      f"Math-Verify {mv_rate:6.0f}/s   rewardkit fresh {fresh_rate:6.0f}/s "
+                      f"(x{fresh_rate / mv_rate:.1f})   warm {warm_rate:6.0f}/s "
+                      f"(x{warm_rate / mv_rate:.1f})")
+            medians[title] = (statistics.median(fresh_ratios), statistics.median(warm_ratios))
             if "correct" in pairs[0]:
                 labels = [float(p["correct"]) for p in pairs]
                 print(f"  agreement with the labels: Math-Verify "
                       f"{sum(a == b for a, b in zip(mv_scores, labels)) / len(pairs):.1%}, "
                       f"rewardkit {sum(a == b for a, b in zip(rk_scores, labels)) / len(pairs):.1%}")
-            print(f"  median ratio x{medians[title]:.1f} (rounds: "
-                  f"{', '.join(f'x{r:.1f}' for r in ratios)})")
-    print("\nside by side (median of the rounds): " + "; ".join(
-        f"{title} x{ratio:.1f}" for title, ratio in medians.items()))
+            print(f"  median ratio: fresh x{medians[title][0]:.1f}, warm x{medians[title][1]:.1f}")
+    print("\nside by side (median of the rounds, fresh / warm): " + "; ".join(
+        f"{title} x{f:.1f} / x{w:.1f}" for title, (f, w) in medians.items()))
 
 
 def main() -> None:
@@ -242,13 +248,15 @@ def main() -> None:
     ap.add_argument("--copies", type=int, default=6, help="variants of each realistic completion")
     ap.add_argument("--mix", type=int, default=1200, help="pairs of the old RL-like mix")
     ap.add_argument("--batch", type=int, default=256, help="samples per score() call")
+    ap.add_argument("--corpus-golds", type=int, default=1000,
+                    help="golds of the differential corpus (the fresh-data mix)")
     ap.add_argument("--skip-accuracy", action="store_true")
     ap.add_argument("--skip-throughput", action="store_true")
     args = ap.parse_args()
     if not args.skip_accuracy:
         accuracy_section()
     if not args.skip_throughput:
-        throughput_section(args.rounds, args.copies, args.batch, args.mix)
+        throughput_section(args.rounds, args.copies, args.batch, args.mix, args.corpus_golds)
 
 
 if __name__ == "__main__":

@@ -65,7 +65,7 @@ def _radical(rng: random.Random, k: int, correct: bool) -> tuple[str, str, bool]
         wrong = f"\\frac{{{c}\\sqrt{{{r + 1}}}}}{{{d}}}"
     elif kind < 0.7:
         gold = f"{c}\\sqrt{{{r}}}"
-        same = f"\\sqrt{{{c * c * r}}}"
+        same = f"{c}\\,\\sqrt{{{r}}}"  # \sqrt{c^2 r} leaves a square factor inside: not final
         wrong = f"{c + 1}\\sqrt{{{r}}}"
     else:
         gold = f"\\frac{{{c}\\pi}}{{{d}}}"

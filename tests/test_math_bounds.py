@@ -7,9 +7,9 @@ import time
 import rewardkit
 from rewardkit import Sample
 
-# Passes the size guards and is outside the fast reader (\sin^2); sympy expands it for ~1 min.
-SLOW_GOLD = r"\sin^2(x)+(x+y+z+1)^{40}"
-SLOW_PRED = r"\boxed{\sin^2(x)+(x+y+z+w+2)^{40}}"
+# Passes the size guards and is outside the fast reader (\sec); sympy expands it for ~1 min.
+SLOW_GOLD = r"\sec^2(x)+(x+y+z+1)^{40}"
+SLOW_PRED = r"\boxed{\sec^2(x)+(x+y+z+w+2)^{40}}"
 
 
 def test_timeout_holds_in_a_worker_thread_and_the_batch_goes_on():

@@ -50,7 +50,7 @@ def test_megabyte_floods_get_a_verdict_quickly(preset):
 def test_trivial_samples_do_not_wait_for_a_slow_one():
     """While one thread's sample keeps a worker busy, other threads' plain answers are judged in
     their own thread: they all finish before the slow verdict arrives."""
-    slow = Sample("q", r"\boxed{\sin^2(x)+(x+y+z+w+2)^{40}}", r"\sin^2(x)+(x+y+z+1)^{40}")
+    slow = Sample("q", r"\boxed{\sec^2(x)+(x+y+z+w+2)^{40}}", r"\sec^2(x)+(x+y+z+1)^{40}")
     with rewardkit.load("math", workers=1, timeout=1.0) as verifier:
         verifier.score([Sample("q", r"\boxed{\sin x}", r"\sin x")])  # pool started
         done: dict = {}
@@ -96,7 +96,7 @@ def _cont(pid: int) -> None:
 
 
 def test_a_timed_out_worker_is_replaced_by_a_started_spare():
-    slow = Sample("q", r"\boxed{\sin^2(x)+(x+y+z+w+2)^{40}}", r"\sin^2(x)+(x+y+z+1)^{40}")
+    slow = Sample("q", r"\boxed{\sec^2(x)+(x+y+z+w+2)^{40}}", r"\sec^2(x)+(x+y+z+1)^{40}")
     with rewardkit.load("math", workers=1, timeout=0.5) as verifier:
         verifier.score([Sample("q", r"\boxed{\sin x}", r"\sin x")])
         time.sleep(0)  # the spare starts with the pool

@@ -3,10 +3,6 @@ formats, equations that assert the answer, self-corrections, and the problem's o
 boxed as its answer. Each case is written as models write it."""
 from __future__ import annotations
 
-import importlib
-import sys
-import warnings
-
 import pytest
 
 from rewardkit import Sample
@@ -153,24 +149,3 @@ def test_the_cheap_comparison_decides_relations_equations_and_lists_without_symp
     opts = make_options("default")
     g = read_gold(gold, opts)
     assert decide(g, read_answers([answer], g, opts), opts) is not None  # no worker needed
-
-
-@pytest.mark.parametrize("name,replacement", [
-    ("rewardkit.verifiers.math.judge", "rewardkit.verifiers.math.verdict"),
-    ("rewardkit.verifiers.math.normalize", "rewardkit.verifiers.math.cleaning"),
-])
-def test_former_module_paths_import_with_a_deprecation_warning(name, replacement):
-    sys.modules.pop(name, None)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        module = importlib.import_module(name)
-    assert any(issubclass(w.category, DeprecationWarning) for w in caught)
-    importlib.import_module(replacement)
-    if name.endswith("judge"):
-        from rewardkit.verifiers.math.config import make_options
-
-        opts = make_options("default")
-        gold = module.prepare_gold("7", opts)
-        assert module.judge(gold, ["7"], opts)["equivalent"]
-    else:
-        assert module.clean("5 \\text{ cm}").text == "5"

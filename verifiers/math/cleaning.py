@@ -7,6 +7,7 @@ linear in the answer's length.
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass, replace
 
 from . import fastexpr
@@ -40,7 +41,10 @@ _UNIT_MACRO = r"\\(?:text|mbox|mathrm|textrm|textnormal|textbf|textit)\s*\{\s*(?
 _TRAILING_TEXT_UNIT = re.compile(r"(?<=[\d}\)a-z])\s*" + _UNIT_MACRO
                                  + r"([A-Za-z][A-Za-z.\s^0-9/]*)\}\s*$")
 _TRAILING_WORD_UNIT = re.compile(r"(?<=[\d}\)])\s+[A-Za-z]{2,}(?:[\s\-][A-Za-z]{2,})*\.?\s*$")
-_UNIT_POWER = re.compile(r"(?<=[\d}\)])\s*" + _UNIT_MACRO + r"[A-Za-z]+\s*\}\s*\^\s*\{?\d\}?\s*$")
+_UNIT_POWER = re.compile(r"(?<=[\d}\)a-z])\s*" + _UNIT_MACRO + r"[A-Za-z]+\s*\}\s*\^\s*\{?\d\}?\s*$")
+# A one-letter SI unit after a number and a space ("38 m", "5 g"); a letter glued to the number,
+# or any other letter, is a variable (``3x``, ``3 x``).
+_TRAILING_LETTER_UNIT = re.compile(r"(?<=\d)\s+[mgshL]\.?\s*$")
 _HEDGE_WORDS = {"or", "and", "maybe", "perhaps", "possibly", "probably", "either", "not", "nor",
                 "about", "approximately", "roughly", "unless", "else", "otherwise", "one", "two",
                 "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven",
@@ -52,13 +56,32 @@ _NAME_COMMANDS = re.compile(r"\\(?:frac|dfrac|tfrac|angle|overline|triangle|math
 _CONSTANT_COMMANDS = re.compile(r"\\[A-Za-z]+")
 _SUBSCRIPT = re.compile(r"_\{[^{}]*\}|_[A-Za-z0-9]")
 _SPACES = re.compile(r"\s+")
+# Invisible characters (zero-width space and joiners, word joiner, soft hyphen, byte-order mark)
+# are no part of what a reader sees: "1\u20600" is 10.
+_INVISIBLE = dict.fromkeys(map(ord, "\u200b\u200c\u200d\u2060\u00ad\ufeff"), None)
+
+
+def _vulgar_fractions() -> dict[int, str]:
+    """``\u00bd`` → ``\\frac{1}{2}`` for every vulgar fraction Unicode decomposes as
+    ``<fraction> a \u2044 b`` (``4\u00bd`` then reads as the mixed number 4\\frac{1}{2})."""
+    table = {}
+    for c in (0xbc, 0xbd, 0xbe, *range(0x2150, 0x215f)):
+        parts = unicodedata.decomposition(chr(c)).split()
+        num, den = parts[1:parts.index("2044")], parts[parts.index("2044") + 1:]
+        table[c] = "\\frac{%s}{%s}" % ("".join(chr(int(h, 16)) for h in num),
+                                         "".join(chr(int(h, 16)) for h in den))
+    return table
+
+
 # Unicode mathematical symbols models write in place of their LaTeX commands. Without this, a
 # Unicode minus reads as an operation ("−3" failed final_form) and "∞" or "√2" were unparsable.
-_UNICODE = str.maketrans({"\u2212": "-", "\u221e": "\\infty ", "\u00d7": "\\times ",
+_UNICODE = str.maketrans({**_INVISIBLE, **_vulgar_fractions(), "\u2212": "-", "\u221e": "\\infty ", "\u00d7": "\\times ",
                           "\u22c5": "\\cdot ", "\u00b7": "\\cdot ", "\u00f7": "\\div ",
                           "\u221a": "\\sqrt", "\u2264": "\\le ", "\u2265": "\\ge ",
                           "\u2260": "\\neq ", "\u03c0": "\\pi ", "\u2205": "\\emptyset "})
 _VARNOTHING = re.compile(r"\\varnothing(?![A-Za-z])")
+# \textcolor{red}{7} and \color{red} 7: a colour is formatting, the value is what it colours.
+_COLOR = re.compile(r"\\(?:textcolor|color)\s*\{[A-Za-z0-9!., ]{0,40}\}")
 _FRAC_VARIANTS = re.compile(r"\\[dtc]frac(?![A-Za-z])")
 _INNER_DOLLAR = re.compile(r"(?<![\\\d])\$(?!\d)")
 _MATH_WORDS = {"pi", "sqrt", "frac", "infty", "inf", "sin", "cos", "tan", "log", "ln", "exp",
@@ -88,6 +111,8 @@ class Normalized:
     chain_conflict: bool = False
     #: an equation whose sides are all the same (``5 = 5``): it states no answer
     tautology: bool = False
+    #: the unit dropped after the value (``cm`` of ``5 \\text{ cm}``), else None
+    unit: str | None = None
 
 
 def unwrap_text(s: str) -> str:
@@ -117,7 +142,7 @@ def clean(answer: str, strip_units: bool = True) -> Normalized:
         s = s[1:-1].strip()
     if s.startswith("\\(") and s.endswith("\\)") or s.startswith("\\[") and s.endswith("\\]"):
         s = s[2:-2].strip()
-    s = _FRAC_VARIANTS.sub(r"\\frac", s)
+    s = _COLOR.sub("", _FRAC_VARIANTS.sub(r"\\frac", s))
     if "$" in s:  # math switched off and on inside an answer ("12 $ and $13")
         s = _INNER_DOLLAR.sub(" ", s)
     if s.startswith("{") and s.endswith("}") and _balanced_group(s):
@@ -135,22 +160,18 @@ def clean(answer: str, strip_units: bool = True) -> Normalized:
     s = _DOLLAR_BEFORE_PERCENT.sub(" ", s)  # "$28$ %": the percent sign outside the math
     s = _function_value(s)
     percent = degree = False
+    unit = None
     for _ in range(2):
         m = _PERCENT.search(s)
         if m:
             percent, s = True, s[:m.start()]
         if strip_units:
-            s = _UNIT_POWER.sub("", s)
-            m = _TRAILING_TEXT_UNIT.search(s)
-            if m and _is_unit(m.group(1)) and s[:m.start()].strip():
-                s = s[:m.start()]
-            m = _TRAILING_WORD_UNIT.search(s)
-            if m and _is_unit(m.group(0)):
-                s = s[:m.start()]
+            s, unit = _drop_unit(s, unit)
         m = _DEGREE.search(s)
         if m:
             degree, s = True, s[:m.start()]
     s = _SPACES.sub(" ", s).strip()
+    s = _set_of_reals(_number_word(s))
     s = _BASE_SUBSCRIPT.sub(r"_\1", s)
     s = repeating_decimal(s)
     stated, names = stated_value(s)
@@ -159,7 +180,52 @@ def clean(answer: str, strip_units: bool = True) -> Normalized:
         lhs = split_top(s, "=")[0].strip()
         name = canonical_string(lhs) if len(split_list(s)) == 1 and _is_name(lhs) else None
     conflict, tautology = _chain_flags(s) if "=" in s else (False, False)
-    return Normalized(stated, percent, degree, name, s, names, conflict, tautology)
+    return Normalized(stated, percent, degree, name, s, names, conflict, tautology, unit)
+
+
+def _drop_unit(s: str, unit: str | None) -> tuple[str, str | None]:
+    """``s`` without a trailing unit, and the unit's words (kept: another unit than the one
+    asked for is another answer, see :mod:`.units`)."""
+    for pattern in (_UNIT_POWER, _TRAILING_TEXT_UNIT, _TRAILING_WORD_UNIT, _TRAILING_LETTER_UNIT):
+        m = pattern.search(s)
+        if m is None or not s[:m.start()].strip():
+            continue
+        words = m.group(1) if pattern is _TRAILING_TEXT_UNIT else m.group(0)
+        if pattern in (_UNIT_POWER, _TRAILING_LETTER_UNIT) or _is_unit(words):
+            s, unit = s[:m.start()], unit or words.strip()
+    return s, unit
+
+
+_NUMBER_WORDS = {w: k for k, w in enumerate(
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
+    "fifteen sixteen seventeen eighteen nineteen twenty".split())}
+_NUMBER_WORDS.update({w: 10 * k for k, w in enumerate(
+    "thirty forty fifty sixty seventy eighty ninety".split(), start=3)})
+_SPELLED = re.compile(r"^\\(?:text|textbf|textit|mathrm|mbox)\s*\{\s*([A-Za-z]+)(?:[\s-]([A-Za-z]+))?"
+                      r"\s*\}$|^([A-Za-z]+)(?:-([A-Za-z]+))?$")
+
+
+def _number_word(s: str) -> str:
+    """A whole answer spelled as a number (``\\text{seven}``, "twenty-one") is that number."""
+    m = _SPELLED.match(s)
+    if not m:
+        return s
+    first, second = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
+    tens, ones = _NUMBER_WORDS.get(first.lower()), _NUMBER_WORDS.get((second or "").lower(), 0)
+    if tens is None or (second and (tens < 20 or tens % 10 or not 0 < ones < 10)):
+        return s
+    return str(tens + ones)
+
+
+_REALS = re.compile(r"^(?:[A-Za-z]\s*\\in\s*)?(?:\\mathbb\s*\{?\s*R\s*\}?|\\R|\u211d|\\text\{\s*"
+                    r"(?:all\s+)?real\s+numbers\s*\}|(?:all\s+)?real\s+numbers|all\s+reals)$",
+                    re.IGNORECASE)
+
+
+def _set_of_reals(s: str) -> str:
+    """The real numbers, however written (``\\mathbb{R}``, "all real numbers", ``x \\in
+    \\mathbb{R}``), as the interval ``(-\\infty, \\infty)``."""
+    return "(-\\infty, \\infty)" if _REALS.match(s) else s
 
 
 def align_names(pred: Normalized, gold: Normalized) -> Normalized:
@@ -263,14 +329,14 @@ def split_list(text: str) -> list[str]:
 
 
 def split_top(s: str, sep: str) -> list[str]:
-    """``s`` split at ``sep`` outside brackets (one pass)."""
+    """``s`` split at any character of ``sep`` outside brackets (one pass)."""
     parts, depth, start = [], 0, 0
     for i, c in enumerate(s):
         if c in "([{":
             depth += 1
         elif c in ")]}":
             depth -= 1
-        elif c == sep and depth == 0:
+        elif c in sep and depth == 0:
             parts.append(s[start:i])
             start = i + 1
     parts.append(s[start:])
@@ -280,6 +346,8 @@ def split_top(s: str, sep: str) -> list[str]:
 def _is_name(s: str) -> bool:
     """A name being assigned: letters (``x``, ``AB``, ``V_1:V_2``, ``\\frac{NO}{BO}``,
     ``(p,q)``, ``f(3)``), never a number or an expression of numbers alone."""
+    if "|" in s or "\\lvert" in s:
+        return False  # |x| = 5 is x = 5 or x = -5: two values, not the value of a name
     bare = _SUBSCRIPT.sub("", _NAME_COMMANDS.sub("", s))
     bare = re.sub(r"(?<=[A-Za-z])\([^()]*\)", "", bare)  # f(3) names a value of f
     if not re.search(r"[A-Za-z]", bare):
@@ -320,6 +388,12 @@ def stated_value(s: str) -> tuple[str, tuple[str, ...]]:
             names = [canonical_string(split_top(p, "=")[0]) for p in parts]
             if len(set(names)) == 1:  # x=1, x=2: the solutions of one unknown, in any order
                 return ", ".join(values), ()  # type: ignore[arg-type]
+            k = len(set(names))
+            if len(names) >= 2 * k and names == names[:k] * (len(names) // k) and all(
+                    _is_name(n) for n in names[:k]):
+                # p=5, q=2; p=7, q=2: the solutions (5, 2) and (7, 2), in any order
+                return ", ".join("(" + ", ".join(values[j:j + k]) + ")"  # type: ignore[arg-type]
+                                 for j in range(0, len(values), k)), ()
             if len(set(names)) == len(names) and all(_is_name(n) for n in names):
                 return "(" + ", ".join(values) + ")", tuple(names)  # type: ignore[arg-type]
             return "(" + ", ".join(values) + ")", ()  # type: ignore[arg-type]
@@ -327,6 +401,8 @@ def stated_value(s: str) -> tuple[str, tuple[str, ...]]:
     return _one_value(s) or s, ()
 
 
+# The left side of a function's definition: f(x), g(x, y), P_1(t).
+_DEFINED_FUNCTION = re.compile(r"^[A-Za-z](?:_\{?\w+\}?)?\s*\(\s*([A-Za-z](?:\s*,\s*[A-Za-z])*)\s*\)$")
 _APPROX = re.compile(r"\\approx(?![A-Za-z])|\u2248")
 
 
@@ -344,6 +420,11 @@ def _one_value(s: str) -> str | None:
     if len(sides) < 2 or not all(sides):
         return None
     last = sides[-1]
+    definition = _DEFINED_FUNCTION.match(sides[0])
+    if len(sides) == 2 and definition and set(re.findall(r"(?<![\\A-Za-z])[A-Za-z](?![A-Za-z])",
+                                                         _CONSTANT_COMMANDS.sub(" ", last))) <= set(
+            re.findall(r"[A-Za-z]", definition.group(1))):
+        return last  # f(x) = 2x + 1 defines f by the expression 2x + 1
     if not _value_free(last):
         return None
     # a name, an arithmetic chain, or a chain of three or more sides ending on a value

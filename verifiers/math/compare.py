@@ -9,6 +9,7 @@ on which form matched.
 """
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -17,9 +18,38 @@ from .cleaning import (Normalized, as_text_answer, canonical_string, choice_of_p
                        split_list)
 from .config import MathOptions
 from .normal_form import (ASSIGNMENT, BASE_NUMBER, SET_MARKS, Answer, Gold, decimal_comma,
-                          fraction_str, mixed_number, percent_variants, read_equation,
-                          read_intervals, read_items, read_matrix, scalar_text)
+                          fraction_str, mixed_number, percent_factors, read_equation,
+                          read_intervals, read_items, read_matrix, scalar_text, scaled)
 from .verdict_record import verdict
+
+def _item_equal(g: Any, p: Any, rel_tol: float) -> bool:
+    """Two elements of a list: values, or tuples of values compared in order."""
+    if isinstance(g, tuple) or isinstance(p, tuple):
+        return (isinstance(g, tuple) and isinstance(p, tuple) and len(g) == len(p)
+                and all(fastexpr.equal(a, b, rel_tol)[0] for a, b in zip(g, p)))
+    return fastexpr.equal(g, p, rel_tol)[0]
+
+
+def _item_nonfinal(item: Any) -> bool:
+    return any(v.nonfinal for v in item) if isinstance(item, tuple) else item.nonfinal
+
+
+_INFINITY = re.compile(r"^([-+]?)\\infty$")
+_PLUS_MINUS = re.compile(r"\\pm(?![A-Za-z])")
+_BY_ZERO = re.compile(r"/\s*0(?![\d.])|\\frac\s*\{[^{}]*\}\s*\{\s*0\s*\}")
+_LETTER_EQUALS = re.compile(r"^([A-Za-z])\s*=(?!=)")
+
+
+def _defined_by(text: str, opts: MathOptions) -> fastexpr.Value | None:
+    """The right side of ``y = 2x + 1`` (a letter defined by an expression without it)."""
+    m = _LETTER_EQUALS.match(text.strip())
+    if m is None or "=" in text.strip()[m.end():]:
+        return None
+    value = fastexpr.read(text.strip()[m.end():], opts.complex_i)
+    if value is None or m.group(1) in value.variables or not value.variables:
+        return None
+    return value
+
 
 _PAREN_LETTER = re.compile(r"(?<![\w\\])\(([A-J])\)")  # "(B)", not the "(A)" of "f(A)"
 
@@ -46,15 +76,15 @@ def _compare_items(gold: Gold, norm: Normalized, opts: MathOptions) -> dict[str,
     if shape in ("set", "list"):
         for g in gvals:
             for j, p in enumerate(pvals):
-                if fastexpr.equal(g, p, opts.rel_tol)[0]:
+                if _item_equal(g, p, opts.rel_tol):
                     del pvals[j]
                     break
             else:
                 return verdict(False, "structural", shown, gold.canonical)
-    elif not all(fastexpr.equal(g, p, opts.rel_tol)[0] for g, p in zip(gvals, pvals)):
+    elif not all(_item_equal(g, p, opts.rel_tol) for g, p in zip(gvals, pvals)):
         return verdict(False, "structural", shown, gold.canonical)
-    if opts.final_form and any(p.nonfinal for p in pred[1]) and not any(
-            g.nonfinal for g in gvals):
+    if opts.final_form and any(_item_nonfinal(p) for p in pred[1]) and not any(
+            _item_nonfinal(g) for g in gvals):
         return verdict(False, "final_form", shown, gold.canonical,
                        detail="the prediction is an expression left to evaluate")
     return verdict(True, "structural", shown, gold.canonical)
@@ -164,9 +194,11 @@ def _choices_named(text: str) -> set[str]:
     return letters
 
 
-def compare(gold: Gold, answer: Answer, opts: MathOptions) -> dict[str, Any] | None:
+def compare(gold: Gold, answer: Answer, opts: MathOptions, percent_question: bool = False
+            ) -> dict[str, Any] | None:
     """Compare one answer with the gold without sympy, or None when only the sympy path can
-    tell."""
+    tell. ``percent_question``: the problem asks for a percent (see
+    :func:`~.normal_form.percent_factors`)."""
     if answer.problem:
         return verdict(False, None, None, gold.shown, "too_large", detail=answer.problem)
     norm, canon = answer.norm, answer.canonical
@@ -196,6 +228,22 @@ def compare(gold: Gold, answer: Answer, opts: MathOptions) -> dict[str, Any] | N
         result = _compare_equations(gold, norm, canon, opts)
         if result is not None:
             return result
+    if gold.kind == "structured" and "=" not in norm.text and (
+            defined := _defined_by(gold.norm.text, opts)) is not None:
+        value = fastexpr.read(scalar_text(norm.text), opts.complex_i)
+        if value is not None:  # y = 2x + 1 against 2x + 1: the expression that defines y
+            same = fastexpr.equal(defined, value, opts.rel_tol)[0]
+            if same and opts.final_form and value.nonfinal and not defined.nonfinal:
+                return verdict(False, "final_form", canon, gold.canonical,
+                               detail="the prediction is an expression left to evaluate")
+            return verdict(same, "symbolic", canon, gold.canonical)
+    if _INFINITY.match(gold.norm.text.strip()):
+        sign = _INFINITY.match(norm.text.strip())
+        if sign is not None:
+            negative = _INFINITY.match(gold.norm.text.strip()).group(1) == "-"
+            return verdict((sign.group(1) == "-") == negative, "exact", canon, gold.canonical)
+        if fastexpr.read(scalar_text(norm.text), opts.complex_i) is not None:
+            return verdict(False, "numeric", canon, gold.canonical)  # a finite answer
     if gold.items is not None:
         result = _compare_items(gold, norm, opts)
         if result is None and gold.items[0] in ("list", "set") and fastexpr.read(
@@ -223,25 +271,36 @@ def compare(gold: Gold, answer: Answer, opts: MathOptions) -> dict[str, Any] | N
     if mixed is False:
         return verdict(False, "numeric", canonical_string(text), gold.shown,
                        detail="a mixed number without a proper fraction")
+    if _INFINITY.match(text) or _BY_ZERO.search(text):
+        # an infinite or undefined answer against a finite gold
+        return verdict(False, "numeric", canonical_string(text), gold.shown)
+    if "\\pm" in text and (both := read_items(text, opts)) is not None and len(both[1]) == 2:
+        if _item_equal(both[1][0], both[1][1], opts.rel_tol):
+            text = _PLUS_MINUS.sub("+", text)  # \pm 0 is one value
+        else:
+            return verdict(False, "structural", canon, gold.shown, "conflicting",
+                           detail="a \\pm states two values where the gold is one")
     value = mixed or fastexpr.read(text, opts.complex_i)
-    if value is None or (norm.degree and not gold.norm.degree and "\\pi" in gold.norm.text):
-        return None  # degrees against radians: the sympy path converts
+    if value is None:
+        return None
+    if norm.degree and not gold.norm.degree and "\\pi" in gold.norm.text:
+        value = fastexpr.Value(None, tuple(p * math.pi / 180 for p in value.points), False,
+                               value.nonfinal, value.decimal, value.variables)  # in radians
     shown = (fraction_str(value.exact) if value.exact is not None else canonical_string(text))
     shown += "%" if norm.percent else ""
     rule = "numeric"
-    for g in percent_variants(gold.value, gold.norm.percent):
-        for p in percent_variants(value, norm.percent):
-            same, rule = fastexpr.equal(g, p, opts.rel_tol)
-            if same:
-                # a rational gold wants a number; a decimal gold that rounds an irrational value
-                # (4.1231056 for \\sqrt{17}) is answered exactly by the closed form
-                rational_gold = gold.value.exact is not None and gold.value.literal and not (
-                    gold.value.decimal and value.exact is None)
-                final = not value.nonfinal and (value.literal or not rational_gold)
-                if opts.final_form and not final and not gold.value.nonfinal:
-                    return verdict(False, "final_form", shown, gold.shown,
-                                   detail="the prediction is an expression left to evaluate")
-                return verdict(True, rule, shown, gold.shown)
+    for factor in percent_factors(gold.norm.percent, norm.percent, percent_question):
+        same, rule = fastexpr.equal(gold.value, scaled(value, factor), opts.rel_tol)
+        if same:
+            # a rational gold wants a number; a decimal gold that rounds an irrational value
+            # (4.1231056 for \\sqrt{17}) is answered exactly by the closed form
+            rational_gold = gold.value.exact is not None and gold.value.literal and not (
+                gold.value.decimal and value.exact is None)
+            final = not value.nonfinal and (value.literal or not rational_gold)
+            if opts.final_form and not final and not gold.value.nonfinal:
+                return verdict(False, "final_form", shown, gold.shown,
+                               detail="the prediction is an expression left to evaluate")
+            return verdict(True, rule, shown, gold.shown)
     return verdict(False, rule, shown, gold.shown)
 
 

@@ -26,8 +26,17 @@ from .config import MathOptions, make_options
 
 _BOX = re.compile(r"\\(?:boxed|fbox)\s*")
 _BRACELESS = re.compile(r"[^\s$]+")
+# Answer phrases are read by their shape, not from a list: a determiner, at most two qualifiers
+# ("the correct answer", "our final answer"; never "the wrong answer"), adverbs on either side of
+# the verb ("the answer is therefore 9", "the answer, then, is 9") and a few verbs of stating.
+_ADVERB = r"(?:[a-z]+ly|therefore|thus|then|hence|so|now|indeed|still|just|again)"
+_NEGATIVE_QUALIFIER = r"(?:wrong|incorrect|false|previous|earlier|initial|old|other|not|no|first|proposed)"
 _PHRASE = re.compile(
-    r"(?:\bfinal\s+answer|\bthe\s+answer|^[ \t>#*_]*answer[*_]*)[ \t]*(?:is\b|:|=)[ \t]*:?[ \t]*"
+    r"(?:\b(?:the|our|my|your|final)[ \t]{1,4}(?:(?!" + _NEGATIVE_QUALIFIER + r"\b)[a-z]+[ \t]{1,4}){0,2}?"
+    r"answer|^[ \t>#*_]*answer[*_]*)"
+    r"(?:[ \t]{0,4},?[ \t]{0,4}" + _ADVERB + r",?)?[ \t]*"
+    r"(?:is\b|:|=|would[ \t]+be\b|should[ \t]+be\b|must[ \t]+be\b|will[ \t]+be\b|equals\b)"
+    r"(?:[ \t]{0,4},?[ \t]{0,4}" + _ADVERB + r"\b,?)?[ \t]*:?[ \t]*"
     r"|^[ \t#*_]*(?:final[ \t]+)?answer[ \t*_:]*$"  # a heading; the answer on the next line
     # "Answer $9$", "the solution is $x \le 5$": the math right after the phrase
     r"|(?:^[ \t>#*_]*answer|\bthe[ \t]+solutions?[ \t]+(?:is|are))[ \t]+(?=\$|\\[(\[])",
@@ -47,8 +56,13 @@ _CHOICE = re.compile(r"\(([A-J])\)|\b([A-J])\)|\\text(?:bf)?\{\(?([A-J])\)?\}")
 _NUMBER = re.compile(r"(?<![A-Za-z_])(?:[-\u2212]?\d[\d,]*(?:\.\d+)?(?:[ \t]*/[ \t]*\d+)?"
                      r"|[-\u2212]?\.\d+)")
 # End of a sentence: a period not inside a number, or the start of a new clause.
+# A parenthetical in words after the answer ("12 (since 3 x 4 = 12)") and a value disowned after it
+# ("7, not 8") end it too.
 _SENTENCE_END = re.compile(r"\.(?=[ \t]+[A-Z(]|[ \t]*$)|[ \t]*,?[ \t]+(?:because|since|which|so|as)"
-                           r"[ \t]", re.IGNORECASE)
+                           r"[ \t]|(?<=\S)[ \t]+\((?=[A-Za-z]{2,}[ \t,:])|[ \t]*,?[ \t]+(?:and[ \t]+)?not[ \t]",
+                           re.IGNORECASE)
+# A sentence that names several values and picks one ("12 or 13, most likely 12") hedges.
+_HEDGED_SENTENCE = re.compile(r"\b(?:or|maybe|perhaps|possibly|probably|likely|either)\b", re.IGNORECASE)
 _HOPE = re.compile(r"\.?[ \t]*I hope it is correct\.?[ \t]*$", re.IGNORECASE)
 # Inline and display math, for the last-resort ``last_math`` source. Inline math stays on one
 # line; display math may span lines. The bodies are bounded, so no scan can run away.
@@ -195,7 +209,7 @@ def strip_punctuation(answer: str) -> str:
 def value_of_sentence(answer: str) -> str:
     """A "Final Answer:" written as a sentence ("The largest $n$ is 34.") states the value it
     ends on: its last math span, or its last number, whichever ends later."""
-    if not _PROSE.search(answer):
+    if not _PROSE.search(answer) or _HEDGED_SENTENCE.search(answer):
         return answer
     best = ""
     best_end = -1

@@ -325,19 +325,28 @@ class _Reader:
         raise GiveUp(f"unsupported {text!r}")
 
     def _function(self, name: str) -> Value:
-        """``\\sin(...)``, ``\\ln{...}`` or ``\\sin x`` (one letter, nothing glued after it);
-        anything else (``\\sin^2 x``, ``\\sin 2x``) is left to the sympy path."""
+        """``\\sin(...)``, ``\\ln{...}``, ``\\sin x`` or ``\\ln 2`` (one letter or number, then
+        nothing but another function: ``\\sin x \\cos x``), and ``\\sin^2 x``, the square of
+        ``\\sin x``; anything else (``\\sin 2x``, ``\\sin x^2``) is left to the sympy path."""
+        power = None
+        if self.peek() == ("op", "^") and name != "\\exp":
+            self.take()
+            power = self.group()
+            if power.exact is None or power.exact.denominator != 1 or not 1 <= power.exact <= 9:
+                raise GiveUp("function power")
         tok = self.peek()
         if tok in (("op", "("), ("op", "{")):
             arg = self.atom()
-        elif tok is not None and tok[0] == "var":
-            arg = self.atom()
-            if self._starts_atom() or self.peek() == ("op", "^"):
+        elif tok is not None and (tok[0] == "var" or tok[0] == "num" and tok[1].isdigit()):
+            arg = self.atom()  # \\sin x, \\ln 2
+            nxt = self.peek()
+            if nxt is not None and (nxt[0] in ("var", "num", "sci") or nxt[1] in ("(", "{", "^")):
                 raise GiveUp("ambiguous function argument")
         else:
             raise GiveUp("function argument")
         try:
-            points = _check(tuple(_FUNCTIONS[name](p) for p in arg.points))
+            points = _check(tuple(_FUNCTIONS[name](p) ** (int(power.exact) if power else 1)
+                                  for p in arg.points))
         except (ValueError, OverflowError, ZeroDivisionError) as exc:
             raise GiveUp(str(exc)) from exc
         return Value(None, points, False, arg.nonfinal, arg.decimal, arg.variables)

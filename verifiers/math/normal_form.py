@@ -111,7 +111,11 @@ class UnreadableGold(ValueError):
 
 
 _GOLD_SEPARATORS = re.compile(r"^[\s$,;.]*(?:\\text\{\s*(?:and|or)\s*\}|and|or)?[\s$,;.]*$")
+# "$\boxed{1}$ papers and $\boxed{2}$ bins": a few words naming each part, within one sentence.
+_GOLD_LABELS = re.compile(r"^(?!.*\b(?:or|not|wait|actually|rather|so|then|thus|hence|therefore|is|was)\b)"
+                          r"[\s$,;]*[A-Za-z]+(?:[ \t]+[A-Za-z]+){0,3}[\s$,;]*$", re.IGNORECASE)
 _PROSE_WORDS = 12
+_PERCENT_AFTER = re.compile(r"[ \t$]{0,4}(?:\\%|%|percent\b)", re.IGNORECASE)
 
 
 def gold_answer_text(reference: str) -> str:
@@ -135,6 +139,11 @@ def gold_answer_text(reference: str) -> str:
             between = [raw[found[k][1]:starts[k + 1]] for k in range(len(found) - 1)]
             if all(_GOLD_SEPARATORS.match(x) for x in between):
                 return ", ".join(contents)
+            if all(_GOLD_SEPARATORS.match(x) or _GOLD_LABELS.match(x) for x in between):
+                return "(" + ", ".join(contents) + ")"  # quantities named in order
+        # "$\boxed{20}$ percent": the percent sign written after the box belongs to the answer
+        if _PERCENT_AFTER.match(raw, found[-1][1]):
+            return contents[-1] + "\\%"
         return contents[-1]
     if "\n" in raw.strip() or len(raw.split()) > _PROSE_WORDS:
         phrase = last_phrase(raw)  # a Minerva-style "Final Answer: The final answer is 28%."
@@ -169,23 +178,75 @@ def read_gold(reference: Any, opts: MathOptions) -> Gold:
     return Gold(raw, norm, canon, "structured", items=read_items(norm.text, opts))
 
 
-def percent_variants(v: fastexpr.Value, percent: bool) -> list[fastexpr.Value]:
-    """A value marked ``%`` may be meant as itself or as a fraction (``25\\%`` = 25 or 0.25)."""
-    if not percent:
-        return [v]
-    hundredth = fastexpr.Value(
-        v.exact / 100 if v.exact is not None else None, tuple(p / 100 for p in v.points),
-        v.literal, v.nonfinal, v.decimal, v.variables)
-    return [v, hundredth]
+#: A problem that asks for a percent: there a plain number is a number of percent.
+PERCENT_QUESTION = re.compile(r"\bpercent|\bpercentage\b|\\?%", re.IGNORECASE)
+
+
+def percent_factors(gold_percent: bool, pred_percent: bool, percent_question: bool
+                    ) -> tuple[Fraction, ...]:
+    """The factors the predicted number is multiplied by before it is compared with the gold's.
+
+    A percent sign means what it says, on both sides: ``25\\%`` is 0.25. Against a gold marked
+    ``%`` (a percent question), a plain answer may be that number of percent or its fraction
+    (``25`` or ``0.25`` for ``25\\%``). An answer marked ``%`` against a plain gold is the
+    fraction (``25\\%`` for 0.25), or, when the problem asks for a percent, the number of percent
+    (``28\\%`` for the gold 28 of "What percent ...?") -- never both, so one answer never matches
+    two golds a factor of 100 apart.
+    """
+    if gold_percent == pred_percent:
+        return (Fraction(1),)
+    if pred_percent:
+        return (Fraction(1),) if percent_question else (Fraction(1, 100),)
+    return (Fraction(1), Fraction(100))
+
+
+def scaled(v: fastexpr.Value, factor: Fraction) -> fastexpr.Value:
+    """``v`` times ``factor``."""
+    if factor == 1:
+        return v
+    return fastexpr.Value(v.exact * factor if v.exact is not None else None,
+                          tuple(p * float(factor) for p in v.points), v.literal, v.nonfinal,
+                          v.decimal, v.variables)
 
 
 _BRACKETS = (("\\{", "\\}", "set"), ("(", ")", None), ("[", "]", None), ("(", "]", None),
              ("[", ")", None))
 
 
-def read_items(text: str, opts: MathOptions) -> tuple[str, tuple[fastexpr.Value, ...]] | None:
-    """A bracketed or bare list whose elements are all inside the fast grammar: its shape
-    (``set``, ``list`` or the bracket pair of a tuple/interval) and its element values."""
+#: One element of a list or set: a value, or a tuple of values (a point, a pair of solutions).
+Item = Any
+_PLUS_MINUS = re.compile(r"\\pm(?![A-Za-z])")
+
+
+def _read_element(part: str, opts: MathOptions) -> Item | None:
+    """A value in the fast grammar, or a parenthesised tuple of them (``(5, 8)``)."""
+    value = fastexpr.read(part, opts.complex_i)
+    if value is not None:
+        return value
+    part = part.strip()
+    if part.startswith("(") and part.endswith(")") and _balanced(part[1:-1]):
+        inner = [fastexpr.read(x.strip(), opts.complex_i) for x in split_top(part[1:-1], ",")]
+        if len(inner) > 1 and all(v is not None for v in inner):
+            return tuple(inner)
+    return None
+
+
+def _expand_plus_minus(parts: list[str]) -> list[str] | None:
+    """``1 \\pm \\sqrt2`` states two values, ``1 + \\sqrt2`` and ``1 - \\sqrt2`` (one sign per
+    part; None for more)."""
+    out = []
+    for part in parts:
+        found = _PLUS_MINUS.findall(part)
+        if len(found) > 1:
+            return None
+        out += [_PLUS_MINUS.sub("+", part), _PLUS_MINUS.sub("-", part)] if found else [part]
+    return out
+
+
+def read_items(text: str, opts: MathOptions) -> tuple[str, tuple[Item, ...]] | None:
+    """A bracketed or bare list whose elements are all inside the fast grammar (values, or tuples
+    of values such as the solutions ``(5, 8), (8, 5)``), ``\\pm`` read as its two values: its
+    shape (``set``, ``list`` or the bracket pair of a tuple/interval) and its elements."""
     text = text.strip()
     shape = "list"
     for left, right, name in _BRACKETS:
@@ -195,11 +256,14 @@ def read_items(text: str, opts: MathOptions) -> tuple[str, tuple[fastexpr.Value,
                 text, shape = inner, name or left + right
                 break
     parts = split_list(text) if shape == "list" else [p.strip() for p in split_top(text, ",")]
-    if shape == "list" and len(parts) < 2:
+    if shape in ("list", "set") and "\\pm" in text:
+        parts = _expand_plus_minus(parts) or []
+    if not parts or shape == "list" and len(parts) < 2:
         return None
     values = []
     for part in parts:
-        v = fastexpr.read(part, opts.complex_i)
+        v = _read_element(part, opts) if shape in ("list", "set") else fastexpr.read(
+            part, opts.complex_i)
         if v is None:
             return None
         values.append(v)
@@ -211,12 +275,14 @@ def read_items(text: str, opts: MathOptions) -> tuple[str, tuple[fastexpr.Value,
 
 _INFINITY = re.compile(r"^([-+]?)\\infty$")
 _RELATION_OP = re.compile(r"\\leq?(?![A-Za-z])|\\geq?(?![A-Za-z])|\\lt(?![A-Za-z])|\\gt(?![A-Za-z])"
-                          r"|<=|>=|<|>")
+                          r"|\\neq?(?![A-Za-z])|!=|<=|>=|<|>")
+_NOT_EQUAL = ("\\ne", "\\neq", "!=")
 _IN = re.compile(r"^[A-Za-z]\s*\\in\s*")
-_CUP = re.compile(r"\\cup(?![A-Za-z])")
+# A union: "\cup", or relations joined by "or" (``x < -1 \text{ or } x > 2``).
+_CUP = re.compile(r"\\cup(?![A-Za-z])|\\text\s*\{\s*or\s*\}|\bor\b|\\lor(?![A-Za-z])|\\vee(?![A-Za-z])")
 _INTERVAL = re.compile(r"^([\[(])(.+)([\])])$", re.DOTALL)
 #: Marks of an answer that describes a set of numbers (an interval, a union, a relation).
-SET_MARKS = re.compile(r"\\infty|\\cup(?![A-Za-z])|\\in(?![A-Za-z])|<|>|\\[lg]eq?(?![A-Za-z])"
+SET_MARKS = re.compile(r"\\infty|\\cup(?![A-Za-z])|\\in(?![A-Za-z])|<|>|\\[lgn]eq?(?![A-Za-z])|!="
                        r"|\\[lg]t(?![A-Za-z])")
 
 #: An interval: (low end, low end closed, high end, high end closed); an end is a real value in
@@ -234,15 +300,26 @@ def _end(text: str, opts: MathOptions) -> fastexpr.Value | float | None:
     return v
 
 
+def _variable_side(side: str) -> bool:
+    """Whether one side of a relation is its variable (a single letter)."""
+    return bool(re.fullmatch(r"[A-Za-z]", side))
+
+
 def _relation_intervals(text: str, opts: MathOptions) -> list[Interval] | None:
     """``x \\ge 2`` → ``[2, inf)``; ``0 < y < 1`` → ``(0, 1)``; ``5 \\geq x`` → ``(-inf, 5]``."""
     ops = [m.group(0) for m in _RELATION_OP.finditer(text)]
     sides = [x.strip() for x in _RELATION_OP.split(text)]
     if not 1 <= len(ops) <= 2 or len(sides) != len(ops) + 1:
         return None
+    if any(op in _NOT_EQUAL for op in ops):
+        # x \\neq 5: every number but one, (-\\infty, 5) \\cup (5, \\infty)
+        bound = _end(sides[1] if _variable_side(sides[0]) else sides[0], opts)
+        if len(ops) != 1 or _variable_side(sides[0]) == _variable_side(sides[1]) or bound is None:
+            return None
+        return [(-math.inf, False, bound, False), (bound, False, math.inf, False)]
     less = [op.startswith(("<", "\\l")) for op in ops]
     closed = [op in ("<=", ">=", "\\le", "\\leq", "\\ge", "\\geq") for op in ops]
-    variable = [bool(re.fullmatch(r"[A-Za-z]", x)) for x in sides]
+    variable = [_variable_side(x) for x in sides]
     if len(ops) == 2:
         if not variable[1] or variable[0] or variable[2] or less[0] != less[1]:
             return None
@@ -264,10 +341,17 @@ def read_intervals(text: str, opts: MathOptions) -> list[Interval] | None:
     (2, 5]``), ``x \\in`` one of those, or a relation on one variable, with ends inside the fast
     grammar; None otherwise (the sympy path reads it)."""
     text = _IN.sub("", text.strip())
-    if _RELATION_OP.search(text):
-        return _relation_intervals(text, opts)
-    out = []
-    for part in _CUP.split(text):
+    out: list[Interval] = []
+    parts = _CUP.split(text)
+    if len({v for p in parts for v in re.findall(r"(?<![\\A-Za-z])[A-Za-z](?![A-Za-z])", p)}) > 1:
+        return None  # relations on several variables are no set of numbers
+    for part in parts:
+        if _RELATION_OP.search(part):
+            found = _relation_intervals(part.strip(), opts)
+            if found is None:
+                return None
+            out.extend(found)
+            continue
         m = _INTERVAL.match(part.strip())
         ends = split_top(m.group(2), ",") if m else []
         if len(ends) != 2:

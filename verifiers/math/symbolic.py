@@ -19,7 +19,7 @@ from sympy.matrices import MatrixBase
 
 from .config import MathOptions
 from .fastexpr import N_POINTS, SAMPLE_VALUES
-from .normal_form import Answer, Gold, is_final_literal
+from .normal_form import Answer, Gold, is_final_literal, percent_factors
 from .verdict_record import verdict
 
 _NORMALIZATION = NormalizationConfig(basic_latex=True, units=False, malformed_operators=True,
@@ -265,7 +265,8 @@ def _nonfinal_nodes(obj: Any) -> bool:
     return False
 
 
-def compare_symbolic(gold: Gold, answer: Answer, opts: MathOptions) -> dict[str, Any]:
+def compare_symbolic(gold: Gold, answer: Answer, opts: MathOptions, percent_question: bool = False
+                     ) -> dict[str, Any]:
     """Compare one answer with the gold with sympy (inside a worker)."""
     g = parse_gold(gold, opts.complex_i)
     norm, canon = answer.norm, answer.canonical
@@ -287,7 +288,8 @@ def compare_symbolic(gold: Gold, answer: Answer, opts: MathOptions) -> dict[str,
         return verdict(False, "structural", shown, str(g), "conflicting")
     variants = [p]
     if norm.percent != gold.norm.percent and isinstance(p, sympy.Expr):
-        variants.append(p / 100 if norm.percent else p * 100)
+        variants = [p * sympy.Rational(f.numerator, f.denominator) for f in percent_factors(
+            gold.norm.percent, norm.percent, percent_question)]
     if norm.degree and not gold.norm.degree and isinstance(g, sympy.Basic) and g.has(sympy.pi) \
             and isinstance(p, sympy.Expr):
         variants.append(p * sympy.pi / 180)

@@ -15,13 +15,15 @@ from typing import Any, Callable, Optional
 from .cleaning import canonical_string
 from .compare import compare
 from .config import MathOptions
-from .normal_form import Answer, Gold
+from .leftover import leftover_work
+from .normal_form import PERCENT_QUESTION, Answer, Gold
 from .restatement import restates_prompt
+from .units import unit_mismatch
 from .verdict_record import REASONS, verdict
 
 __all__ = ["REASONS", "verdict", "decide", "combine"]
 
-Compare = Callable[[Gold, Answer, MathOptions], Optional[dict]]
+Compare = Callable[[Gold, Answer, MathOptions, bool], Optional[dict]]
 
 
 def _statement_check(gold: Gold, answer: Answer, opts: MathOptions) -> dict[str, Any] | None:
@@ -64,17 +66,27 @@ def decide(gold: Gold, answers: list[Answer], opts: MathOptions, prompt: str = "
            slow: Compare | None = None) -> dict[str, Any] | None:
     """The verdict over all distinct answers of a completion; None when some answer needs the
     sympy path (``slow``) and none was given."""
+    percent_question = bool(prompt) and PERCENT_QUESTION.search(prompt[:20_000]) is not None
     verdicts = []
     for answer in answers:
         v = _statement_check(gold, answer, opts)
         if v is None:
-            v = compare(gold, answer, opts)
+            v = compare(gold, answer, opts, percent_question)
         if v is None:
             if slow is None:
                 return None
-            v = slow(gold, answer, opts)
+            v = slow(gold, answer, opts, percent_question)
+        if v["equivalent"] and (wrong_unit := unit_mismatch(answer.norm.unit, gold.norm.unit,
+                                                            prompt)):
+            v = verdict(False, "structural", v.get("pred_normalized"), v.get("gold_normalized"),
+                        detail=wrong_unit)
         verdicts.append(v)
     result = combine(verdicts)
+    if (result["equivalent"] and opts.final_form and len(answers) == 1
+            and gold.kind in ("value", "structured")
+            and (undone := leftover_work(answers[0].canonical, gold.canonical))):
+        return verdict(False, "final_form", result.get("pred_normalized"),
+                       result.get("gold_normalized"), detail=f"work left undone: {undone}")
     if (result["equivalent"] and opts.final_form and prompt and len(answers) == 1
             and gold.kind in ("value", "structured") and restates_prompt(prompt, answers[0], opts)):
         return verdict(False, "final_form", result.get("pred_normalized"),

@@ -115,7 +115,7 @@ class MathVerifier(Scorer):
             if len(answers) > 1 and ex.source == "boxed" and gold.is_list:
                 # one box per part of an answer of several parts
                 answers = read_answers([", ".join(a.raw for a in answers)], gold, opts)
-            prompt = _prompt_text(sample) if opts.final_form else ""
+            prompt = _prompt_text(sample)
             result = decide(gold, answers, opts, prompt)
             if result is None:
                 pending.append((i, (gold, answers, opts, prompt)))
