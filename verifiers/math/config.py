@@ -38,7 +38,8 @@ class MathOptions:
             exactly (``0.333333`` vs ``\\frac{1}{3}``, ``1.4142136`` vs ``\\sqrt{2}``). Exact
             values (integers, fractions, finite decimals) are compared exactly.
         strip_units: drop trailing units and words after a number (``5 \\text{ cm}``,
-            ``12 apples``, ``\\$30``).
+            ``12 apples``, ``\\$30``) to compare the value. The unit is kept: a known unit other
+            than the one the gold or the problem names is another answer (:mod:`.units`).
         complex_i: read a lone ``i`` as the imaginary unit.
         timeout: CPU seconds the sympy path may spend on one sample (parsing + comparison);
             past it the sample scores 0.0 with reason ``timeout``. Counted as the worker's own
