@@ -1,7 +1,8 @@
 """The layout of docs/architecture.md holds: every import of the package (top-level or inside a
 function) is parsed and checked against the rooms table there.
 
-- no import circle between rooms, nor between the modules of one room;
+- no import circle between rooms, nor between the modules of one room, nor between the packages
+  and modules side by side in one package (no package imports a module that imports it back);
 - ``models`` and ``trainer`` do not import each other;
 - no private name (``_x``, or a ``_module``) is imported from another room;
 - each room imports only the rooms the table allows;
@@ -30,7 +31,6 @@ class Import:
     line: int
     local: bool  # inside a function
     reason: bool  # a ``# deferred:`` comment on the line or the line above
-    typing_only: bool = False  # under ``if TYPE_CHECKING:``: read by type checkers, never run
 
 
 def project_modules() -> dict[str, Path]:
@@ -54,11 +54,6 @@ def _imports_of(module: str, path: Path) -> list[Import]:
     in_function = {id(node) for fn in ast.walk(tree)
                    if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
                    for node in ast.walk(fn) if isinstance(node, (ast.Import, ast.ImportFrom))}
-    typing_only = {id(node) for block in ast.walk(tree)
-                   if isinstance(block, ast.If) and ast.unparse(block.test) in
-                   ("TYPE_CHECKING", "typing.TYPE_CHECKING")
-                   for stmt in block.body for node in ast.walk(stmt)
-                   if isinstance(node, (ast.Import, ast.ImportFrom))}
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     out = []
     for node in ast.walk(tree):
@@ -82,7 +77,7 @@ def _imports_of(module: str, path: Path) -> list[Import]:
             while target not in MODULES and "." in target:
                 target = target.rpartition(".")[0]
             out.append(Import(module, target, name, node.lineno, id(node) in in_function,
-                              "# deferred" in near, id(node) in typing_only))
+                              "# deferred" in near))
     return out
 
 
@@ -134,12 +129,30 @@ def room_edges(imports: list[Import]) -> dict[str, set[str]]:
 
 
 def module_edges(imports: list[Import]) -> dict[str, set[str]]:
-    """Module -> the project modules it imports, at the top or inside a function (an import
-    under ``if TYPE_CHECKING:`` never runs, so it makes no circle)."""
+    """Module -> the project modules it imports, at the top, inside a function or under ``if
+    TYPE_CHECKING:`` (an import only for type checkers hides a circle from the interpreter; the
+    two modules still cannot be read, changed or tested one without the other)."""
     edges: dict[str, set[str]] = {}
     for imp in imports:
-        if imp.module != imp.target and not imp.typing_only:
+        if imp.module != imp.target:
             edges.setdefault(imp.module, set()).add(imp.target)
+    return edges
+
+
+def sibling_edges(imports: list[Import]) -> dict[str, set[str]]:
+    """At every level of the package tree, which child (module or sub-package) of a package
+    imports which other child of it: ``a.b.x`` importing ``a.c.y`` is the arrow ``a.b -> a.c``.
+
+    A circle here is a package that imports a module which imports the package back
+    (``trainer/arithmetic.py`` importing ``testing.arithmetic``, which imports
+    ``trainer.config``), even when no module imports itself round the loop. An import of one's
+    own package or sub-package is an arrow inside one child (:func:`module_edges` sees those)."""
+    edges: dict[str, set[str]] = {}
+    for imp in imports:
+        a, b = imp.module.split("."), imp.target.split(".")
+        shared = next((n for n, (x, y) in enumerate(zip(a, b)) if x != y), None)
+        if shared is not None:
+            edges.setdefault(".".join(a[:shared + 1]), set()).add(".".join(b[:shared + 1]))
     return edges
 
 
@@ -191,10 +204,38 @@ def test_no_import_circle_between_the_modules_of_a_room():
     that imports this one is a circle as well (it only hides until the function runs)."""
     cycle = find_cycle(module_edges(IMPORTS))
     if cycle:
-        steps = [next(_where(i) for i in IMPORTS if i.module == a and i.target == b
-                      and not i.typing_only) for a, b in zip(cycle, cycle[1:])]
+        steps = [next(_where(i) for i in IMPORTS if i.module == a and i.target == b)
+                 for a, b in zip(cycle, cycle[1:])]
         pytest.fail("modules import each other in a circle: " + " -> ".join(cycle) +
                     "\n" + "\n".join(steps))
+
+
+def _inside(module: str, child: str) -> bool:
+    return module == child or module.startswith(child + ".")
+
+
+def every_cycle(edges: dict[str, set[str]]) -> list[list[str]]:
+    """The circles of the graph, each named once: the arrow that closes a circle is taken out
+    before the next is looked for."""
+    edges = {node: set(targets) for node, targets in edges.items()}
+    found = []
+    while (cycle := find_cycle(edges)):
+        found.append(cycle)
+        edges[cycle[-2]].discard(cycle[-1])
+    return found
+
+
+def test_no_package_imports_a_module_that_imports_it_back():
+    """The modules and sub-packages side by side in one package import one way, whole
+    packages included: a package whose module imports another package that imports the first
+    back is a circle even when no single module closes it."""
+    report = []
+    for cycle in every_cycle(sibling_edges(IMPORTS)):
+        report.append(" -> ".join(cycle))
+        report += ["    " + next(_where(i) for i in IMPORTS
+                                 if _inside(i.module, a) and _inside(i.target, b))
+                   for a, b in zip(cycle, cycle[1:])]
+    assert not report, "packages and modules import each other in a circle:\n" + "\n".join(report)
 
 
 def test_the_rooms_table_itself_has_no_circle():
@@ -252,8 +293,8 @@ def test_the_checker_sees_function_local_imports_and_circles(tmp_path):
 
 def test_the_checker_sees_a_circle_inside_a_room_through_a_function_local_import(tmp_path):
     """The module check can fail: ``train`` reaching ``train_ensemble`` inside a function while
-    ``train_ensemble`` imports ``train`` at the top is a circle; the same import only for type
-    checkers is not."""
+    ``train_ensemble`` imports ``train`` at the top is a circle, and so is the same import made
+    only for type checkers."""
     caller, callee = tmp_path / "train.py", tmp_path / "train_ensemble.py"
     caller.write_text("def train_reward_model(cfg):\n"
                       "    from .train_ensemble import ensemble_trainer\n")
@@ -261,13 +302,41 @@ def test_the_checker_sees_a_circle_inside_a_room_through_a_function_local_import
                       "if TYPE_CHECKING:\n    from .train import train_reward_model\n")
     imports = (_imports_of("rewardkit.models.train", caller) +
                _imports_of("rewardkit.models.train_ensemble", callee))
-    assert [(i.local, i.typing_only) for i in imports] == [(True, False), (False, False),
-                                                          (False, True)]
-    assert find_cycle(module_edges(imports)) in (
-        ["rewardkit.models.train", "rewardkit.models.train_ensemble", "rewardkit.models.train"],
-        ["rewardkit.models.train_ensemble", "rewardkit.models.train",
-         "rewardkit.models.train_ensemble"])
-    assert find_cycle(module_edges(imports[:1] + imports[2:])) is None
+    assert [i.local for i in imports] == [True, False, False]
+    circles = (["rewardkit.models.train", "rewardkit.models.train_ensemble",
+                "rewardkit.models.train"],
+               ["rewardkit.models.train_ensemble", "rewardkit.models.train",
+                "rewardkit.models.train_ensemble"])
+    assert find_cycle(module_edges(imports)) in circles
+    assert find_cycle(module_edges(imports[:1] + imports[2:])) in circles
+    assert find_cycle(module_edges(imports[1:])) is None
+
+
+def test_the_checker_sees_a_package_that_imports_a_module_that_imports_it_back(tmp_path):
+    """The package check can fail where the module check cannot: ``trainer.arithmetic`` ->
+    ``testing.arithmetic`` -> ``trainer.config`` closes no loop of modules, but the packages
+    ``trainer`` and ``testing`` import each other; and two modules of one package that import
+    each other, one of them only for type checkers, are a circle of that package's children."""
+    shim, task = tmp_path / "shim.py", tmp_path / "task.py"
+    shim.write_text("from ..testing.arithmetic import task_config\n")
+    task.write_text("from ..trainer.config import TrainConfig\n")
+    imports = (_imports_of("rewardkit.trainer.arithmetic", shim) +
+               _imports_of("rewardkit.testing.arithmetic", task))
+    assert find_cycle(module_edges(imports)) is None
+    assert find_cycle(sibling_edges(imports)) in (
+        ["rewardkit.testing", "rewardkit.trainer", "rewardkit.testing"],
+        ["rewardkit.trainer", "rewardkit.testing", "rewardkit.trainer"])
+    assert find_cycle(sibling_edges(imports[1:])) is None
+
+    run, sandbox = tmp_path / "run.py", tmp_path / "sandbox.py"
+    run.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                   "    from .sandbox import Sandbox\n")
+    sandbox.write_text("from .run import RunHandle, rmtree\n")
+    imports = (_imports_of("rewardkit.sandboxes.run", run) +
+               _imports_of("rewardkit.sandboxes.sandbox", sandbox))
+    assert find_cycle(sibling_edges(imports)) in (
+        ["rewardkit.sandboxes.run", "rewardkit.sandboxes.sandbox", "rewardkit.sandboxes.run"],
+        ["rewardkit.sandboxes.sandbox", "rewardkit.sandboxes.run", "rewardkit.sandboxes.sandbox"])
 
 
 def test_every_built_in_reward_lives_in_the_home_of_its_kind():
@@ -282,23 +351,13 @@ def test_every_built_in_reward_lives_in_the_home_of_its_kind():
     assert homes["exact_match"] == homes["regex"] == "rewardkit.verifiers.match"
 
 
-OLD_PATHS = [
-    ("rewardkit.builtin", "ExactMatch", "rewardkit.verifiers.match"),
-    ("rewardkit.trainer.arithmetic", "task_config", "rewardkit.testing.arithmetic"),
-    ("rewardkit.trainer.metrics", "MetricsLogger", "rewardkit.runtime.metrics"),
-    ("rewardkit.trainer.schedule", "lr_factor", "rewardkit.runtime.schedule"),
-    ("rewardkit.trainer.health", "deferred_sigint", "rewardkit.runtime.health"),
-    ("rewardkit.server.client", "RemoteScorer", "rewardkit.integrations.remote"),
-]
+def test_no_module_keeps_a_second_name_with_a_deprecation_warning():
+    """The package has not been released: a moved module or a renamed option has one name,
+    and the change is a line in CHANGELOG.md, not a shim that warns."""
+    warned = []
+    for module, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Name) and node.id == "DeprecationWarning":
+                warned.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert not warned, "deprecated second names left:\n" + "\n".join(warned)
 
-
-@pytest.mark.parametrize("old, name, new", OLD_PATHS, ids=[p[0] for p in OLD_PATHS])
-def test_a_moved_module_keeps_its_old_path_with_a_deprecation_warning(old, name, new):
-    import importlib
-    import sys
-
-    pytest.importorskip("torch")
-    sys.modules.pop(old, None)
-    with pytest.warns(DeprecationWarning, match=new.replace(".", r"\.")):
-        module = importlib.import_module(old)
-    assert getattr(module, name) is getattr(importlib.import_module(new), name)

@@ -1,7 +1,6 @@
 """The code reward's trusted side: prompt code runs only in the sandbox, out of the candidate's
 reach; a reply past the size bound is refused unread and failure messages stay short; float
-comparison decides numbers of any size; the checker processes keep their old names working."""
-import warnings
+comparison decides numbers of any size."""
 
 import pytest
 
@@ -130,23 +129,6 @@ def test_a_huge_integer_output_is_a_verdict_not_an_error(printed, value):
     assert score.ok and score.value == value, score.info
     assert call.ok and call.value == 0.0 and call.info["tests"][0]["verdict"] == \
         "wrong_answer", call.info
-
-
-# -- names ----------------------------------------------------------------------------------------------
-def test_judge_memory_mb_still_works_as_a_deprecated_name():
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        v = CodeVerifier(judge_memory_mb=512)
-    assert v.options.checker_memory_mb == 512
-    assert any(issubclass(w.category, DeprecationWarning) for w in caught)
-    with pytest.warns(DeprecationWarning), pytest.raises(TypeError, match="not both"):
-        CodeVerifier(judge_memory_mb=512, checker_memory_mb=512)
-
-
-def test_the_old_module_names_still_import():
-    from rewardkit.verifiers.code.checkers import CheckerPool
-    from rewardkit.verifiers.code.judges import JudgeLimit, JudgePool, JudgeTimeout  # noqa: F401
-    assert JudgePool is CheckerPool
 
 
 def test_a_prompt_whose_code_fails_is_an_error_of_the_reward_not_a_verdict(verifier):

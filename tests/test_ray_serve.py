@@ -16,36 +16,6 @@ def free_port():
         return s.getsockname()[1]
 
 
-def test_two_replicas_score_with_the_servers_auth_and_endpoints():
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
-    try:
-        port = free_port()
-        ray_serve.deploy(settings_from_reward("exact_match", token="s3cret"), replicas=2,
-                         port=port, num_cpus=0.5)
-        from ray import serve
-
-        app = serve.status().applications[ray_serve.APP_NAME]
-        replicas = next(iter(app.deployments.values())).replica_states
-        assert replicas.get("RUNNING") == 2
-        url = f"http://127.0.0.1:{port}"
-        body = {"samples": [{"prompt": "p", "completion": "4", "reference": "4"},
-                            {"prompt": "p", "completion": "5", "reference": "4"}]}
-        ok = httpx.post(f"{url}/v1/score", json=body,
-                        headers={"Authorization": "Bearer s3cret"}, timeout=30)
-        assert ok.status_code == 200
-        assert [s["value"] for s in ok.json()["scores"]] == [1.0, 0.0]
-        assert httpx.post(f"{url}/v1/score", json=body, timeout=30).status_code == 401
-        assert httpx.get(f"{url}/health", timeout=30).json()["status"] == "ok"
-        from ray.serve.context import _get_global_client
-
-        http = _get_global_client().http_config  # the proxy got the end-to-end timeout
-        assert http.request_timeout_s == ray_serve.proxy_http_options(
-            settings_from_reward("exact_match"), "127.0.0.1", port)["request_timeout_s"]
-    finally:
-        ray_serve.shutdown()
-        ray.shutdown()
-
-
 def test_serve_flags_give_autoscaling_bounds_or_a_fixed_count():
     import argparse
 
@@ -70,31 +40,6 @@ def test_serve_command_accepts_the_ray_flags():
                                       "--replicas", "3", "--replica-gpus", "1"])
     assert args.ray and args.replicas == 3 and args.replica_gpus == 1.0
     assert build_parser().parse_args(["serve", "--reward", "exact_match"]).ray is False
-
-
-def test_a_replica_serves_a_learned_reward_under_workers_auto(tmp_path):
-    """The replica starts a learned reward the way ``rewardkit serve`` does (``workers:
-    auto``: in a worker process started inside the replica) and it scores as in process."""
-    import rewardkit
-    from rewardkit.testing import make_tiny_reward_model
-
-    model = str(make_tiny_reward_model(tmp_path / "rm"))
-    samples = [{"prompt": "add 2 and 3", "completion": "5"},
-               {"prompt": "add 2 and 3", "completion": "6"}]
-    expected = [s.value for s in rewardkit.load("reward_model", model=model).score(samples)]
-    settings = settings_from_reward("reward_model", {"model": model})
-    assert settings.workers == "auto"
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
-    try:
-        port = free_port()
-        ray_serve.deploy(settings, replicas=1, port=port, num_cpus=0.5)
-        r = httpx.post(f"http://127.0.0.1:{port}/v1/score", json={"samples": samples},
-                       timeout=120)
-        assert r.status_code == 200, r.text
-        assert [s["value"] for s in r.json()["scores"]] == pytest.approx(expected, abs=1e-5)
-    finally:
-        ray_serve.shutdown()
-        ray.shutdown()
 
 
 def test_a_connection_limit_ray_serve_cannot_apply_is_refused_before_ray_starts():
@@ -131,3 +76,65 @@ def test_serve_ray_exits_2_naming_the_limit_it_cannot_apply(tmp_path, capsys):
     assert main(["serve", "--ray", "--config", str(config), "--port", str(free_port())]) == 2
     assert "serve.max_header_bytes cannot be applied under Ray" in capsys.readouterr().err
     assert not ray.is_initialized()
+
+
+# The deployments share one local Ray, started after the tests above have checked that a
+# refused config starts none.
+@pytest.fixture(scope="module")
+def local_ray():
+    """One local Ray for the module's deployments (each test starts and shuts down its own
+    Ray Serve on it)."""
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+def test_two_replicas_score_with_the_servers_auth_and_endpoints(local_ray):
+    try:
+        port = free_port()
+        ray_serve.deploy(settings_from_reward("exact_match", token="s3cret"), replicas=2,
+                         port=port, num_cpus=0.5)
+        from ray import serve
+
+        app = serve.status().applications[ray_serve.APP_NAME]
+        replicas = next(iter(app.deployments.values())).replica_states
+        assert replicas.get("RUNNING") == 2
+        url = f"http://127.0.0.1:{port}"
+        body = {"samples": [{"prompt": "p", "completion": "4", "reference": "4"},
+                            {"prompt": "p", "completion": "5", "reference": "4"}]}
+        ok = httpx.post(f"{url}/v1/score", json=body,
+                        headers={"Authorization": "Bearer s3cret"}, timeout=30)
+        assert ok.status_code == 200
+        assert [s["value"] for s in ok.json()["scores"]] == [1.0, 0.0]
+        assert httpx.post(f"{url}/v1/score", json=body, timeout=30).status_code == 401
+        assert httpx.get(f"{url}/health", timeout=30).json()["status"] == "ok"
+        from ray.serve.context import _get_global_client
+
+        http = _get_global_client().http_config  # the proxy got the end-to-end timeout
+        assert http.request_timeout_s == ray_serve.proxy_http_options(
+            settings_from_reward("exact_match"), "127.0.0.1", port)["request_timeout_s"]
+    finally:
+        ray_serve.shutdown()
+
+
+def test_a_replica_serves_a_learned_reward_under_workers_auto(tmp_path, local_ray):
+    """The replica starts a learned reward the way ``rewardkit serve`` does (``workers:
+    auto``: in a worker process started inside the replica) and it scores as in process."""
+    import rewardkit
+    from rewardkit.testing import make_tiny_reward_model
+
+    model = str(make_tiny_reward_model(tmp_path / "rm"))
+    samples = [{"prompt": "add 2 and 3", "completion": "5"},
+               {"prompt": "add 2 and 3", "completion": "6"}]
+    expected = [s.value for s in rewardkit.load("reward_model", model=model).score(samples)]
+    settings = settings_from_reward("reward_model", {"model": model})
+    assert settings.workers == "auto"
+    try:
+        port = free_port()
+        ray_serve.deploy(settings, replicas=1, port=port, num_cpus=0.5)
+        r = httpx.post(f"http://127.0.0.1:{port}/v1/score", json={"samples": samples},
+                       timeout=120)
+        assert r.status_code == 200, r.text
+        assert [s["value"] for s in r.json()["scores"]] == pytest.approx(expected, abs=1e-5)
+    finally:
+        ray_serve.shutdown()

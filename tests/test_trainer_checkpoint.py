@@ -25,16 +25,16 @@ def _weights(trainer):
 def test_resume_continues_exactly(tmp_path, algorithm):
     opts = dict(algorithm=algorithm, steps=4, mini_batch_size=8, lr_schedule="cosine",
                 warmup_steps=1)
-    straight = Trainer(config(tmp_path / "a", **opts))
-    for _ in range(4):
-        straight.step()
-
-    first = Trainer(config(tmp_path / "b", **opts))
+    # one run, saved half-way (as save_every does) and carried on: the checkpoint is taken
+    # from it, and the resumed run must end where it ends
+    straight = Trainer(config(tmp_path, **opts))
     for _ in range(2):
-        first.step()
-    saved = first.save()
+        straight.step()
+    saved = straight.save()
     assert saved.name == "step-2"
-    resumed = Trainer(config(tmp_path / "b", **opts), resume=tmp_path / "b" / "run")
+    for _ in range(2):
+        straight.step()
+    resumed = Trainer(config(tmp_path / "b", **opts), resume=tmp_path / "run")
     assert resumed.step_count == 2
     for _ in range(2):
         resumed.step()
@@ -120,15 +120,18 @@ class ExactMatch(Scorer):
         return [Score(float(s.completion_text == s.reference)) for s in samples]
 
 
-def _straight_weights(tmp_path, steps):
-    trainer = Trainer(config(tmp_path / "straight", steps=steps), scorer=ExactMatch())
-    for _ in range(steps):
+@pytest.fixture(scope="module")
+def straight_weights(tmp_path_factory):
+    """The weights after three uninterrupted steps: the run every interrupted one that resumes
+    must reach (built once; a Trainer seeds everything it draws from when it starts)."""
+    trainer = Trainer(config(tmp_path_factory.mktemp("straight"), steps=3), scorer=ExactMatch())
+    for _ in range(3):
         trainer.step()
     return _weights(trainer)
 
 
 @pytest.mark.parametrize("how, saved_step", [("signal", 2), ("raise", 1)])
-def test_interrupted_run_resumes_exactly(tmp_path, how, saved_step):
+def test_interrupted_run_resumes_exactly(tmp_path, how, saved_step, straight_weights):
     # A real SIGINT during step 2 lets step 2 finish, then saves; a KeyboardInterrupt raised
     # while step 2 collects saves the state step 2 started from (prompts and RNG rewound).
     cfg = config(tmp_path / "run", steps=3)
@@ -140,8 +143,7 @@ def test_interrupted_run_resumes_exactly(tmp_path, how, saved_step):
     assert resumed.step_count == saved_step
     for _ in range(3 - saved_step):
         resumed.step()
-    straight = _straight_weights(tmp_path, 3)
-    assert all(torch.equal(straight[k], v) for k, v in _weights(resumed).items())
+    assert all(torch.equal(straight_weights[k], v) for k, v in _weights(resumed).items())
 
 
 def test_interrupt_during_the_update_saves_no_half_updated_step(tmp_path):

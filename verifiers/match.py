@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import re
 import string
-import warnings
 from typing import Any, Sequence
 
 from rewardkit.scorer import RewardInputError, Scorer, require_reference
@@ -44,12 +43,6 @@ class ExactMatch(Scorer):
         if not self.case_sensitive:
             text = text.lower()
         return text
-
-    def normalize(self, text: str) -> str:
-        """Deprecated name of :meth:`canonical` ("normalize" is reward normalisation)."""
-        warnings.warn("ExactMatch.normalize is deprecated; use ExactMatch.canonical",
-                      DeprecationWarning, stacklevel=2)
-        return self.canonical(text)
 
     def score_one(self, sample: Sample) -> Score:
         ref = require_reference(sample, self.name)

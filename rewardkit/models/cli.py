@@ -1,5 +1,5 @@
 """``rewardkit train rm|prm`` and ``rewardkit eval rm|prm``. Importing this module is cheap:
-torch and transformers load when a command runs."""
+torch and transformers (the train extra) load when a command runs."""
 from __future__ import annotations
 
 import argparse
@@ -14,6 +14,9 @@ from ..compose import ConfigError
 from ..dataio import DataError
 from ..registry import UnknownRewardError
 from .data import read_pairs, read_solutions
+from .evaluation import TIE_TOLERANCE, evaluate_process_reward, evaluate_reward_model
+from .heuristics import format_pair_heuristics, format_solution_heuristics
+from .loading import classifier_kind, load_config
 from .train_config import RewardTrainConfig
 
 # flag dest -> RewardTrainConfig field
@@ -166,8 +169,6 @@ def _reward_for(args: argparse.Namespace) -> str:
     ``reward_model``/``process_reward`` and a causal language model as ``implicit_reward``."""
     if args.reward != "auto":
         return args.reward
-    from .loading import classifier_kind, load_config  # deferred: transformers
-
     default = "reward_model" if args.kind == "rm" else "process_reward"
     config = load_config(args.model)
     names = getattr(config, "architectures", None) or []
@@ -176,10 +177,6 @@ def _reward_for(args: argparse.Namespace) -> str:
 
 
 def run_eval(args: argparse.Namespace) -> int:
-    # deferred: numpy and the evaluation code load only when `eval` runs
-    from .evaluation import TIE_TOLERANCE, evaluate_process_reward, evaluate_reward_model
-    from .heuristics import format_pair_heuristics, format_solution_heuristics
-
     try:
         if args.kind == "rm":
             rows = read_pairs(args.data)

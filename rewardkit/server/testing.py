@@ -8,6 +8,7 @@ from contextlib import contextmanager
 from typing import Any, Iterator
 
 from .config import ServerSettings
+from .protocol import guarded_protocol
 
 
 @contextmanager
@@ -19,7 +20,6 @@ def running_server(settings: ServerSettings, startup_timeout_s: float = 60.0,
     import uvicorn
 
     from .app import create_app
-    from .protocol import guarded_protocol
 
     app = create_app(settings)
     metrics = app.state.rewardkit.metrics

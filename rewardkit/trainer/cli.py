@@ -14,6 +14,7 @@ from typing import Any, Callable, Sequence
 from ..arguments import EXIT_INTERRUPTED, EXIT_NO_SIGNAL, exit_status, parse_key_value
 from ..compose import ConfigError, read_config_file
 from ..dataio import DataError
+from ..runtime.health import NoLearningSignal
 from .config import TrainConfig
 
 # flag dest -> TrainConfig field, for the flags that override the config file
@@ -137,8 +138,6 @@ def run_train(args: argparse.Namespace) -> int:
     except (ConfigError, DataError) as exc:
         print(f"rewardkit train: {exc}", file=sys.stderr)
         return exit_status(exc)
-    from .loop import NoLearningSignal  # deferred: torch (loaded above by now)
-
     try:
         final = trainer.train()
     except NoLearningSignal as exc:

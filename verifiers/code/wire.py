@@ -13,8 +13,8 @@ bounds how many values it could hold (:data:`MAX_NODES`); nesting deeper than :d
 is refused; a whole message must arrive before an absolute deadline (a reply trickled one byte
 at a time cannot stretch the time limit, see :func:`recv_msg`). Sets, frozensets and dicts are
 still built from the candidate's values, and a crafted set of colliding hashes can make that
-quadratic: the trusted side therefore decodes only inside a judge process with CPU and memory
-limits that the host kills at the deadline (see ``judges.py``).
+quadratic: the trusted side therefore decodes only inside a checker process with CPU and memory
+limits that the host kills at the deadline (see ``checkers.py``).
 
 This module is also shipped, as source, into the sandbox next to the candidate, so it uses the
 standard library only.

@@ -14,6 +14,7 @@ from typing import Any
 
 from rewardkit.scorer import Scorer
 from rewardkit.types import Sample, Score
+from rewardkit.verifiers.math import extract_answer
 
 _STRICT = re.compile(r"^<think>\n.*?\n</think>\n<answer>\n.*?\n</answer>$", re.DOTALL)
 _SOFT = re.compile(r"^\s*<think>.*?</think>\s*<answer>.*?</answer>\s*$", re.DOTALL)
@@ -22,8 +23,6 @@ _ANSWER = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
 
 def math_answer(text: str) -> str | None:
     """The final answer in ``text`` as the ``math`` verifier extracts it, or None."""
-    from rewardkit.verifiers.math import extract_answer  # deferred: the math room takes seconds to import
-
     return extract_answer(text)
 
 
