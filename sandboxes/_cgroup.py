@@ -140,6 +140,21 @@ class RunCgroup:
                 return int(value) / 1e6
         return None
 
+    def accounts(self) -> dict | None:
+        """Where the kernel accounts the run's CPU time, for a reader outside the run (the
+        code reward's checker, which judges each test on the candidate's own CPU time): the
+        counter file and how to read it, and the file listing the run's processes. None
+        where the CPU time is not accounted."""
+        for h in self.hierarchies:
+            if "cpuacct" not in h.controllers:
+                continue
+            where = os.path.join(h.path, self.name)
+            counter = ("cpuacct.usage", None, 1e-9) if h.version == 1 else \
+                ("cpu.stat", "usage_usec", 1e-6)
+            return {"cpu_file": os.path.join(where, counter[0]), "cpu_field": counter[1],
+                    "cpu_unit_s": counter[2], "procs_file": os.path.join(where, "cgroup.procs")}
+        return None
+
     def outcome(self) -> dict:
         """Peak memory (bytes, or None where the kernel does not keep it), whether the memory
         limit was hit, and the run's CPU time."""
@@ -151,9 +166,16 @@ class RunCgroup:
                 "cgroup_cpu_s": self.cpu_seconds()}
 
     def pids(self) -> list[int]:
-        out = set()
-        for fd in self.procs:
-            out.update(int(p) for p in os.pread(fd, 1 << 20, 0).split())
+        """The run's processes now. Read through a file opened for this read: cgroup v1
+        keeps serving an open file the list of its first read for about a second, so a
+        process that joined since (a child forked in its own session) would be missed."""
+        out: set[int] = set()
+        for h in self.hierarchies if self.procs else ():
+            fd = os.open(f"{self.name}/cgroup.procs", os.O_RDONLY | os.O_CLOEXEC, dir_fd=h.fd)
+            try:
+                out.update(int(p) for p in os.pread(fd, 1 << 20, 0).split())
+            finally:
+                os.close(fd)
         return sorted(out)
 
     def kill(self) -> None:

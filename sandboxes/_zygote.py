@@ -499,6 +499,9 @@ class Server:
             run.cpu_s = lim["cpu_s"]
         self.runs[pid] = run
         self.by_id[run.id] = run
+        if msg.get("report_start"):
+            send(self.sock, {"op": "started", "id": run.id,
+                             "accounts": cgroup.accounts() if run.cpu_s else None})
 
     def reap(self):
         while True:

@@ -16,7 +16,7 @@ import subprocess
 import sys
 import threading
 from concurrent.futures import Future
-from typing import Any
+from typing import Any, Callable
 
 from . import _cgroup
 from .languages import sandbox_path
@@ -51,6 +51,7 @@ class ForkServer:
         self._sock = host
         self._send_lock = threading.Lock()
         self._futures: dict[int, Future] = {}
+        self._on_start: dict[int, Callable[[dict | None], None]] = {}
         self._futures_lock = threading.Lock()
         self._dead: str | None = None
         self._closing = False
@@ -136,9 +137,15 @@ class ForkServer:
                 msg = self._recv()
                 if msg is None:
                     break
-                if msg.get("op") == "done":
+                if msg.get("op") == "started":
+                    with self._futures_lock:
+                        on_start = self._on_start.pop(msg["id"], None)
+                    if on_start is not None:
+                        on_start(msg.get("accounts"))
+                elif msg.get("op") == "done":
                     with self._futures_lock:
                         fut = self._futures.pop(msg["id"], None)
+                        self._on_start.pop(msg["id"], None)
                     if fut is not None:
                         fut.set_result(msg)
         except OSError as exc:
@@ -169,6 +176,7 @@ class ForkServer:
         with self._futures_lock:
             self._dead = self._dead or reason
             pending, self._futures = self._futures, {}
+            self._on_start = {}
         for fut in pending.values():
             fut.set_exception(ServerDied(reason))
 
@@ -177,18 +185,25 @@ class ForkServer:
     def alive(self) -> bool:
         return self._dead is None and self._proc is not None and self._proc.poll() is None
 
-    def submit(self, request: dict, fds: list[int]) -> Future:
-        """Start a run; the future resolves to the server's ``done`` message."""
+    def submit(self, request: dict, fds: list[int],
+               on_start: Callable[[dict | None], None] | None = None) -> Future:
+        """Start a run; the future resolves to the server's ``done`` message. ``on_start`` is
+        called (from the server's reader thread) once the run's processes exist, with where
+        the kernel accounts their CPU time (``_cgroup.RunCgroup.accounts``), or never where
+        the run ends before it starts."""
         fut: Future = Future()
         with self._futures_lock:
             if self._dead:
                 raise ServerDied(self._dead)
             self._futures[request["id"]] = fut
+            if on_start is not None:
+                self._on_start[request["id"]] = on_start
         try:
-            self._send({"op": "run", **request}, fds)
+            self._send({"op": "run", "report_start": on_start is not None, **request}, fds)
         except OSError as exc:
             with self._futures_lock:
                 self._futures.pop(request["id"], None)
+                self._on_start.pop(request["id"], None)
             raise ServerDied(f"could not reach the sandbox fork server: {exc}") from exc
         return fut
 

@@ -94,6 +94,8 @@ class RunHandle:
         self._killed = False
         self._done = threading.Event()
         self._result: Optional[RunResult] = None
+        self._started = threading.Event()
+        self._accounts: Optional[dict] = None
 
     def __enter__(self) -> "RunHandle":
         return self
@@ -110,6 +112,23 @@ class RunHandle:
         self._killed = True
         if self._server is not None and self._run_id is not None:
             self._server.kill(self._run_id, "killed")
+
+    def accounts(self, timeout: Optional[float] = None) -> Optional[dict]:
+        """Where the kernel accounts this run's CPU time, for a trusted reader outside the run
+        that judges time on it (the code reward's checker): ``cpu_file`` (the run's cgroup
+        counter), read whole (``cpu_field`` None) or as its ``cpu_field`` line, times
+        ``cpu_unit_s`` seconds; ``procs_file``, the run's processes (whose
+        ``/proc/PID/schedstat`` says how long each waited for a CPU). Nothing the program does
+        can change these counts: the kernel keeps them, for every process of the run however
+        it was started. Waits until the run has started (at most ``timeout`` seconds); None
+        for a program without ``Program.channel``, where the run's CPU time is not accounted
+        (no CPU cgroup: see ``allow_unenforced``), or where it ended before it started."""
+        self._started.wait(timeout)
+        return self._accounts
+
+    def _on_start(self, accounts: Optional[dict]) -> None:
+        self._accounts = accounts
+        self._started.set()
 
     def result(self, timeout: Optional[float] = None) -> RunResult:
         """Wait for the run to end (at most ``timeout`` seconds, then TimeoutError)."""
@@ -158,6 +177,7 @@ class RunHandle:
             self._slot = None
         self._result = result
         self._done.set()
+        self._started.set()
 
     def _prepare_dir(self) -> None:
         path = tempfile.mkdtemp(prefix=f"run{self._slot}-", dir=self._session.base)
@@ -280,7 +300,8 @@ class RunHandle:
                                      if session.enforcement.get(n, {}).get("enforced")],
                    "allow_unenforced": list(session.allow_unenforced)}
         try:
-            future = self._server.submit(request, fds)
+            future = self._server.submit(request, fds,
+                                         on_start=self._on_start if channel else None)
         finally:
             for fd in fds[:3]:
                 os.close(fd)

@@ -22,10 +22,10 @@ def compiles(monkeypatch):
     seen = []
     submit = ForkServer.submit
 
-    def counting(self, request, fds):
+    def counting(self, request, fds, **options):
         if request.get("mode") == "compile":
             seen.append(request["argv"][0])
-        return submit(self, request, fds)
+        return submit(self, request, fds, **options)
 
     monkeypatch.setattr(ForkServer, "submit", counting)
     return seen

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
+import signal
 import time
 
-from rewardkit.sandboxes import Limits, Program, Sandbox
+import pytest
+
+from rewardkit.sandboxes import Limits, Program, Sandbox, _cgroup
+from rewardkit.testing.sandbox_attacks import scored_beside_cpu_hogs
 
 # About 0.3 s of CPU, under a 0.5 s limit: the I/O-style code reward gives it 0.5 + 2 s of wall
 # time, which a fair share of a loaded host at nice 10 does not leave.
@@ -29,21 +31,7 @@ print(json.dumps({"value": score.value, "tests": score.info.get("tests")}))
 
 
 def test_an_honest_program_near_its_cpu_limit_passes_at_nice_10_beside_cpu_hogs():
-    scorer = subprocess.Popen(["nice", "-n", "10", sys.executable, "-c", SCORE_NICE, NEAR_LIMIT],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True)
-    hogs = []
-    try:
-        assert scorer.stdout.readline().strip() == "ready", scorer.stderr.read()[-2000:]
-        hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
-                for _ in range(2 * (os.cpu_count() or 1))]
-        out, err = scorer.communicate("go\n", timeout=120)
-    finally:
-        for process in hogs + [scorer]:
-            process.kill()
-            process.wait()
-    assert scorer.returncode == 0, err[-2000:]
-    score = json.loads(out.splitlines()[-1])
+    score = json.loads(scored_beside_cpu_hogs(SCORE_NICE, NEAR_LIMIT))
     assert score["value"] == 1.0, score
     # It did wait: past the 0.5 + 2 s a wall-clock kill would have given it.
     assert score["tests"][0]["time_s"] > 2.5, score
@@ -61,3 +49,32 @@ def test_a_program_past_its_cpu_limit_is_a_timeout_however_long_its_wall_limit()
         result = sb.run(Program("while True:\n    pass\n"), Limits(cpu_s=0.5, wall_s=30))
     assert result.status == "timeout"
     assert 0.5 <= result.cpu_s < 2.0
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to make cgroups")
+def test_a_runs_process_list_shows_a_process_that_joined_after_the_last_read():
+    # The wall limit's stretch (each process's wait for a CPU) and the kill sweep read it.
+    cgroups, report = _cgroup.create(_cgroup.unique_name("rk-test-pids"))
+    if cgroups is None:
+        pytest.skip(f"no cgroups here: {report['error']}")
+    run = cgroups.new_run()
+    child = None
+    try:
+        assert run.pids() == []
+        child = os.fork()
+        if child == 0:
+            try:
+                run.join()
+                time.sleep(30)
+            finally:
+                os._exit(0)
+        deadline = time.monotonic() + 0.8  # well within the kernel's one-second reuse
+        while child not in run.pids() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert child in run.pids()
+    finally:
+        if child:
+            os.kill(child, signal.SIGKILL)
+            os.waitpid(child, 0)
+        run.destroy()
+        _cgroup.remove(report["dirs"])

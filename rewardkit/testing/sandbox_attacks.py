@@ -11,6 +11,8 @@ and ``/sys``.
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import threading
 import time
 from contextlib import contextmanager
@@ -284,3 +286,26 @@ __all__ = ["SPREAD", "held_mb", "memory_cgroup_parent", "HOLD_FLOCK", "SEE_FLOCK
            "SEE_FCNTL", "WATCH", "TOUCH", "LEAK", "ALLOC", "run_together", "hostile_compile",
            "large_gcc_file", "disk_usage", "peak_disk_usage", "DiskPeak", "NICE_PROBE",
            "cgroup_weights", "NICE_WEIGHT"]
+
+
+# -- a loaded host: time verdicts must not depend on it -----------------------------------------
+def scored_beside_cpu_hogs(script: str, *args: str, nice: int = 10, timeout: float = 120) -> str:
+    """The last line a Python ``script`` prints when run at ``nice`` beside two CPU hogs per
+    core: the script prints ``ready`` once set up (sandbox and checkers started), then does its
+    timed work when a line arrives on its stdin, after the hogs have started. Raises
+    AssertionError (with the script's stderr) where it fails."""
+    scorer = subprocess.Popen(["nice", "-n", str(nice), sys.executable, "-c", script, *args],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    hogs: list[subprocess.Popen] = []
+    try:
+        assert scorer.stdout.readline().strip() == "ready", scorer.stderr.read()[-2000:]
+        hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
+                for _ in range(2 * (os.cpu_count() or 1))]
+        out, err = scorer.communicate("go\n", timeout=timeout)
+    finally:
+        for process in hogs + [scorer]:
+            process.kill()
+            process.wait()
+    assert scorer.returncode == 0, err[-2000:]
+    return out.splitlines()[-1]

@@ -27,8 +27,9 @@ runs on the host.
 In call style the checker also calls the candidate and compares the values (:mod:`.compare`),
 so the candidate's replies are decoded here, under this process's memory and CPU limits and a
 bound on each reply's size checked before it is read, never in the scorer's own process. Each
-test has an absolute deadline, enforced across every read of a reply and, by a timer signal,
-across decoding and the test's own code.
+test's time verdict is the candidate's own CPU time, read from the kernel's accounts of its run
+(:mod:`.timing`), with a wall-clock backstop; both are enforced by a timer signal across every
+read of a reply, decoding and the test's own code.
 
 Run as ``python -m rewardkit.verifiers.code.harness FD MEMORY_MB [MAX_REPLY_BYTES]`` with FD the
 control socket.
@@ -50,6 +51,7 @@ from .messages import failure_message, printable, short_repr
 from .scoping import free_names, module_bindings, stub_functions, trusted_module
 from .testfile import (collect_test_functions, instrumented, required_parameters,
                        top_level_statements)
+from .timing import CaseClock, open_meter
 from .wire import (MAX_MESSAGE_BYTES, MAX_NODES, MessageTooLarge, WireError, from_tree, recv_msg,
                    send_msg, to_tree)
 
@@ -91,12 +93,13 @@ def _rebuild(kind: str, message: str) -> Exception:
 
 
 class Channel:
-    """The trusted end of the candidate's channel, with the current test's deadline."""
+    """The trusted end of the candidate's channel, with the current test's clock (shared with
+    the channel of the prompt's helper process, which runs in the same sandboxed run)."""
 
-    def __init__(self, sock: socket.socket, max_reply_bytes: int = MAX_MESSAGE_BYTES,
-                 deadline_from: "Channel | None" = None) -> None:
+    def __init__(self, sock: socket.socket, clock: CaseClock,
+                 max_reply_bytes: int = MAX_MESSAGE_BYTES) -> None:
         self.sock = sock
-        self.deadline = float("inf")
+        self.clock = clock
         self.gone: str | None = None
         self.calls = 0
         self.max_reply_bytes = max_reply_bytes
@@ -104,26 +107,29 @@ class Channel:
         # the reply bound: a value costs up to ~50 bytes decoded (a small str or int object and
         # its pointer) for as little as 2 bytes of JSON; 16 MiB allows 512 Ki values.
         self.max_nodes = min(MAX_NODES, max(1024, max_reply_bytes // 32))
-        self._deadline_from = deadline_from
 
-    def _current_deadline(self) -> float:
-        return self._deadline_from.deadline if self._deadline_from else self.deadline
+    def _backstop_passed(self) -> CandidateTimeout:
+        self.gone = "the candidate timed out"
+        return CandidateTimeout(f"time limit of {self.clock.limit:g} s exceeded: the wall-clock "
+                                "backstop was reached")
 
     def request(self, message: dict[str, Any]) -> dict[str, Any]:
+        """Send ``message`` and read the reply, by the test's wall-clock backstop at the latest
+        (a reply trickled a byte at a time cannot stretch it); the test's :class:`_Alarm`
+        stops it sooner, at its time limit."""
         if self.gone:
             raise CandidateGone(self.gone)
-        deadline = self._current_deadline()
+        deadline = self.clock.backstop
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            raise CandidateTimeout("time limit exceeded")
+            raise self._backstop_passed()
         try:
             self.sock.settimeout(remaining)
             send_msg(self.sock, message)
             return recv_msg(self.sock, max_bytes=self.max_reply_bytes, deadline=deadline,
                             max_nodes=self.max_nodes)
         except socket.timeout:
-            self.gone = "the candidate timed out"
-            raise CandidateTimeout("time limit exceeded") from None
+            raise self._backstop_passed() from None
         except MemoryError:
             self.gone = "the candidate's reply exceeded the checker's memory limit"
             raise CandidateGone(self.gone) from None
@@ -139,7 +145,7 @@ class Channel:
         (see ``candidate_stub.py``); its channel, or None when it could not be started."""
         if self.gone:
             return None
-        remaining = self.deadline - time.monotonic()
+        remaining = self.clock.backstop - time.monotonic()
         if remaining <= 0:
             return None
         try:
@@ -157,7 +163,7 @@ class Channel:
         if helper.family != socket.AF_UNIX or helper.type != socket.SOCK_STREAM:
             helper.close()
             return None
-        return Channel(helper, self.max_reply_bytes, deadline_from=self)
+        return Channel(helper, self.clock, self.max_reply_bytes)
 
     def call(self, name: str, args: tuple, kwargs: dict) -> Any:
         try:
@@ -234,21 +240,27 @@ def _bind(namespace: dict[str, Any], channel: Channel, names: Any, wanted: set[s
 
 
 class _Alarm:
-    """A test's deadline as a timer signal: it interrupts whatever runs past it here (decoding
-    a crafted reply, the test's own code grinding on a huge value), not only reads."""
+    """A test's time limit as a timer signal: from the moment the test could first be over it,
+    the signal checks the test's clock (:meth:`.CaseClock.check`) and stops whatever runs past
+    the limit here (a read of a reply, decoding a crafted one, the test's own code grinding on
+    a huge value); otherwise it sets itself for the next check."""
 
     def __init__(self, channel: Channel) -> None:
         self.channel = channel
 
     def __enter__(self) -> "_Alarm":
-        remaining = self.channel.deadline - time.monotonic()
         signal.signal(signal.SIGALRM, self._fire)
-        signal.setitimer(signal.ITIMER_REAL, max(remaining, 1e-3))
+        signal.setitimer(signal.ITIMER_REAL, self.channel.clock.first_check_in())
         return self
 
     def _fire(self, *_: Any) -> None:
+        clock = self.channel.clock
+        wait = clock.check()
+        if wait > 0:
+            signal.setitimer(signal.ITIMER_REAL, wait)
+            return
         self.channel.gone = self.channel.gone or "the candidate timed out"
-        raise CandidateTimeout("time limit exceeded")
+        raise CandidateTimeout(clock.reason or "time limit exceeded")
 
     def __exit__(self, *_: Any) -> None:
         signal.setitimer(signal.ITIMER_REAL, 0)
@@ -262,7 +274,10 @@ class Checker:
                  max_reply_bytes: int = MAX_MESSAGE_BYTES) -> None:
         self.job = job
         self.timeout = float(job["timeout"])
-        self.channel = Channel(sock, max_reply_bytes)
+        self.meter = open_meter(job.get("accounts"))
+        self.clock = CaseClock(self.meter, float(job.get("wall_stretch", 1.0)),
+                               float(job.get("wall_slack_s", 0.0)))
+        self.channel = Channel(sock, self.clock, max_reply_bytes)
         self.helper: Channel | None = None
         self.results: list[dict[str, Any]] = []
         self.checks = 0
@@ -278,6 +293,8 @@ class Checker:
         finally:
             if self.helper is not None:
                 self.helper.sock.close()
+            if self.meter is not None:
+                self.meter.close()
 
     def _run_tests(self) -> dict[str, Any]:
         namespace, load_error = self._load()
@@ -298,23 +315,24 @@ class Checker:
                     self._record(name, "not_run", stopped, 0.0)
                 continue
             checks_before = self.checks
-            verdict, message, elapsed = self._run_one(code, namespace, exit_ends_script=True)
+            verdict, message, elapsed, cpu = self._run_one(code, namespace,
+                                                           exit_ends_script=True)
             if verdict in ("exited", "exited_failing"):
                 # sys.exit(): the script ends here, as under `python test.py`; a non-zero
                 # status is a failed test and the tests after it are not run.
                 if verdict == "exited_failing":
-                    self._record(name, "failed", message, elapsed)
+                    self._record(name, "failed", message, elapsed, cpu)
                     stopped = f"not run: {message}"
                     continue
                 if self.checks > checks_before:
-                    self._record(name, "passed", None, elapsed)
+                    self._record(name, "passed", None, elapsed, cpu)
                 exited = True
                 break
             # Any exception is a failed test, never dropped: a statement that is not a test in
             # itself (a `for` block, a `check(f)` call, a setup line) counts as one when it
             # fails, and when it ran checks of its own.
             if counted or verdict != "passed" or self.checks > checks_before:
-                self._record(name, verdict, message, elapsed)
+                self._record(name, verdict, message, elapsed, cpu)
             if verdict in ("timeout", "crashed"):
                 stopped = f"not run: {message}"
         if self.job["style"] == "assert" and not exited:
@@ -327,8 +345,8 @@ class Checker:
                     self._record(name, "failed", f"{name} needs arguments {needs} (pytest "
                                  "fixtures and parametrize are not supported)", 0.0)
                     continue
-                verdict, message, elapsed = self._run_one(fn, namespace)
-                self._record(name, verdict, message, elapsed)
+                verdict, message, elapsed, cpu = self._run_one(fn, namespace)
+                self._record(name, verdict, message, elapsed, cpu)
                 if verdict in ("timeout", "crashed"):
                     stopped = f"not run: {message}"
         return self._reply(None)
@@ -340,8 +358,11 @@ class Checker:
             reply["no_test_executed"] = True
         return reply
 
-    def _record(self, name: str | None, verdict: str, message: str | None, elapsed: float) -> None:
+    def _record(self, name: str | None, verdict: str, message: str | None, elapsed: float,
+                cpu: float | None = None) -> None:
         entry: dict[str, Any] = {"name": name, "verdict": verdict, "time_s": round(elapsed, 6)}
+        if cpu is not None:
+            entry["cpu_s"] = round(cpu, 6)
         if message:
             entry["message"] = printable(message)
         self.results.append(entry)
@@ -358,12 +379,14 @@ class Checker:
             else set()
         if not wanted:
             return set()
-        self.helper = self.channel.spawn_helper()
-        if self.helper is None:
-            raise PromptCodeError("the sandboxed program could not start a process for the "
-                                  "prompt's code (fork failed or the program ended)")
         try:
-            reply = self.helper.request({"op": "load", "code": prelude, "names": sorted(wanted)})
+            with _Alarm(self.channel):
+                self.helper = self.channel.spawn_helper()
+                if self.helper is None:
+                    raise PromptCodeError("the sandboxed program could not start a process for "
+                                          "the prompt's code (fork failed or the program ended)")
+                reply = self.helper.request({"op": "load", "code": prelude,
+                                             "names": sorted(wanted)})
         except (CandidateGone, CandidateTimeout) as exc:
             raise PromptCodeError(f"running the prompt's code: {exc}") from None
         if reply.get("ok") is not True:
@@ -378,15 +401,16 @@ class Checker:
                                      "__rk_check__": self._count_check}
         entry = job.get("entry_point")
         free = free_names(job["test"])
-        self.channel.deadline = time.monotonic() + self.timeout
+        self.clock.start(self.timeout)
         from_prompt = self._prompt_helpers(namespace, free - {entry, "candidate"})
         wanted = free - from_prompt
         if entry:
             wanted.add(entry)
-        self.channel.deadline = time.monotonic() + self.timeout
+        self.clock.start(self.timeout)
         try:
-            reply = self.channel.request({"op": "load", "code": job["code"],
-                                          "names": sorted(wanted)})
+            with _Alarm(self.channel):
+                reply = self.channel.request({"op": "load", "code": job["code"],
+                                              "names": sorted(wanted)})
         except (CandidateGone, CandidateTimeout) as exc:
             return namespace, f"loading the candidate's code: {exc}"
         if reply.get("ok") is not True:
@@ -425,13 +449,22 @@ class Checker:
             out.append((name, code, isinstance(stmt, ast.Assert)))
         return out
 
-    def _run_one(self, code: Any, namespace: dict[str, Any],
-                 exit_ends_script: bool = False) -> tuple[str, str | None, float]:
-        """Run one test (compiled code, or a test function) under its deadline. With
+    def _run_one(self, code: Any, namespace: dict[str, Any], exit_ends_script: bool = False
+                 ) -> tuple[str, str | None, float, float | None]:
+        """Run one test (compiled code, or a test function) under its time limit: (verdict,
+        message, wall seconds, the candidate's CPU seconds or None where not measured). With
         ``exit_ends_script`` (a top-level statement), ``sys.exit(0)`` gives "exited"."""
+        verdict, message, elapsed = self._run_timed(code, namespace, exit_ends_script)
+        cpu = self.clock.cpu_used()
+        if verdict == "passed" and self.clock.over_cpu(cpu):
+            verdict, message = "timeout", self.clock.reason
+        return verdict, message, elapsed, cpu
+
+    def _run_timed(self, code: Any, namespace: dict[str, Any],
+                   exit_ends_script: bool) -> tuple[str, str | None, float]:
         if self.job.get("entry_point"):
             namespace["__rk_candidate__"] = namespace.get(self.job["entry_point"])
-        self.channel.deadline = time.monotonic() + self.timeout
+        self.clock.start(self.timeout)
         start = time.perf_counter()
         try:
             with _Alarm(self.channel):
@@ -439,9 +472,8 @@ class Checker:
                     code()
                 else:
                     exec(code, namespace)
-        except CandidateTimeout:
-            return "timeout", f"time limit of {self.timeout:g} s exceeded", \
-                time.perf_counter() - start
+        except CandidateTimeout as exc:
+            return "timeout", str(exc), time.perf_counter() - start
         except CandidateGone as exc:
             return "crashed", str(exc), time.perf_counter() - start
         except SystemExit as exc:
@@ -472,13 +504,13 @@ class Checker:
         fn = job["fn_name"]
         inputs, outputs = from_tree(job["inputs"]), from_tree(job["outputs"])
         options = CompareOptions(**job["compare"])
-        self.channel.deadline = time.monotonic() + float(job["load_timeout"])
+        self.clock.start(float(job["load_timeout"]))
         load_error = self._load_for_call(fn)
         if load_error is not None:
             self._record(None, "failed", load_error, 0.0)
             return {"tests": self.results, "load_error": load_error}
         for args, expected in zip(inputs, outputs):
-            self.channel.deadline = time.monotonic() + self.timeout
+            self.clock.start(self.timeout)
             start = time.perf_counter()
             entry: dict[str, Any] = {}
             try:
@@ -491,14 +523,18 @@ class Checker:
                     entry["verdict"] = "wrong_answer"
                     entry["message"] = f"{fn}{short_repr(tuple(args))} returned {short_repr(value)}, " \
                                        f"expected {short_repr(expected)}"
-            except CandidateTimeout:
-                entry = {"verdict": "timeout",
-                         "message": f"time limit of {self.timeout:g} s exceeded"}
+            except CandidateTimeout as exc:
+                entry = {"verdict": "timeout", "message": str(exc)}
             except CandidateGone as exc:
                 entry = {"verdict": "crashed", "message": str(exc)}
             except Exception as exc:  # noqa: BLE001 - the candidate raised: a failed case
                 entry = {"verdict": "failed", "message": f"{type(exc).__name__}: {exc}"[:2000]}
             entry["time_s"] = round(time.perf_counter() - start, 6)
+            cpu = self.clock.cpu_used()
+            if cpu is not None:
+                entry["cpu_s"] = round(cpu, 6)
+            if entry["verdict"] in ("passed", "wrong_answer") and self.clock.over_cpu(cpu):
+                entry.update(verdict="timeout", message=self.clock.reason)
             if "message" in entry:
                 entry["message"] = printable(entry["message"])
             self.results.append(entry)
@@ -508,7 +544,9 @@ class Checker:
 
     def _load_for_call(self, fn: str) -> str | None:
         try:
-            reply = self.channel.request({"op": "load", "code": self.job["code"], "names": [fn]})
+            with _Alarm(self.channel):
+                reply = self.channel.request({"op": "load", "code": self.job["code"],
+                                              "names": [fn]})
         except (CandidateGone, CandidateTimeout) as exc:
             return f"loading the candidate's code: {exc}"
         if reply.get("ok") is not True:

@@ -6,6 +6,10 @@ test, the candidate's stderr excerpt and the sandbox statuses seen.
 - call style: a checker process calls the candidate through the channel and compares what comes
   back (:mod:`.compare`), so the candidate's replies are never decoded in this process; each
   call has its own time limit, and a candidate that hangs or dies is restarted for the rest.
+
+In both, each test's time verdict is the candidate's own CPU time, which the checker reads from
+the kernel's accounts of the run (``RunHandle.accounts``, :mod:`.timing`), with the wall-clock
+backstop an I/O-style case of the same limit gets.
 - I/O style: one sandboxed run per case, stdin in, stdout compared here.
 """
 from __future__ import annotations
@@ -18,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from rewardkit.sandboxes import Limits, Program, Sandbox
+from rewardkit.sandboxes.limits import WALL_STRETCH
 from rewardkit.scorer import RewardInputError
 
 from .compare import CompareOptions, text_matches
@@ -103,10 +108,18 @@ def _limits(base: Limits, cpu_s: float, wall_s: float, memory_mb: int) -> Limits
 
 
 def _check(checkers: CheckerPool, job: dict[str, Any], proc: Any, budget: float) -> dict[str, Any]:
-    """Run ``job`` in a checker; a checker killed at its deadline or limits fails the tests."""
+    """Run ``job`` in a checker; a checker killed at its deadline or limits fails the tests.
+
+    The checker times each test on the run's CPU time (``proc.accounts()``: None where it is
+    not accounted, and the checker falls back to the wall clock), with the wall-clock backstop
+    of an I/O-style case of the same limit: ``WALL_STRETCH * (limit + START_SLACK_S)``. The
+    checker itself is killed only at the whole run's backstop."""
     job["cpu_s"] = budget + START_SLACK_S
+    job["wall_stretch"], job["wall_slack_s"] = WALL_STRETCH, START_SLACK_S
+    backstop = proc.limits.wall_backstop_s + START_SLACK_S
+    job["accounts"] = proc.accounts(timeout=backstop)
     try:
-        return checkers.run(job, proc.channel, timeout=budget + START_SLACK_S)
+        return checkers.run(job, proc.channel, timeout=backstop)
     except CheckerTimeout as exc:
         return {"tests": [{"name": "test", "verdict": "timeout", "time_s": budget,
                            "message": str(exc)}], "checker_lost": True}
