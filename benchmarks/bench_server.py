@@ -21,6 +21,9 @@
       samples to the server. Goal: ≥ 0.95×.
    d. 2a's batching server with the model in a thread of the server (``--workers 0``) vs in a
       worker process (``--workers auto``, the default).
+   e. for each model size (the shipped RM's shape, hidden 512 x 4 layers, and one with a 32k
+      vocabulary), 2a's ceiling beside 2a's server gain, and the gain as a share of the
+      ceiling, every pair. Goal: >= 90%.
    The servers run the model where ``--workers`` says (default ``auto``: a worker process;
    ``--off-workers`` for 2a's batching-off side alone); the CPU time per item counts the
    server and its worker processes.
@@ -28,6 +31,10 @@
 3. ``--load-minutes M`` (benchmarks/server_load.py): 64 concurrent clients sending mixed math/code/RM requests for M
    minutes (a failed attempt is retried with the same request id); prints requests lost or
    answered twice, samples sent vs scored per reward, and the server's RSS over time.
+
+4. ``--fairness-runs N``: a newcomer's one-sample request while another client's two requests
+   of slow ``math`` (or spinning ``code``) samples are queued, after large batches of fast
+   samples; its latency against two slow samples plus a second.
 
 The pairs alternate order and every pair is printed.
 
@@ -37,12 +44,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -293,7 +302,134 @@ def _in_process(model: str, env: dict[str, str], n: int, batch: int, threads: in
     return run
 
 
-RM_PARTS = ("ceiling", "clients", "peer", "large", "workers")
+RM_PARTS = ("ceiling", "clients", "peer", "large", "workers", "share")
+
+SHARE_SHAPES = (("the shipped RM's shape (hidden 128, 3 layers)", 128, 3, None),
+                ("hidden 512, 4 layers", 512, 4, None),
+                ("hidden 128, 3 layers, 32k vocabulary", 128, 3, 32768))
+"""2e's model sizes: (what, hidden, layers, vocabulary or None for the tokenizer's own)."""
+
+
+def _random_rm(out: Path, hidden: int, layers: int, vocab: int | None) -> str:
+    from rewardkit.testing import make_tiny_reward_model
+
+    path = make_tiny_reward_model(out, hidden_size=hidden, num_layers=layers)
+    if vocab is not None:  # the embedding (and its memory traffic) of a real vocabulary
+        from transformers import AutoModelForSequenceClassification
+
+        model = AutoModelForSequenceClassification.from_pretrained(path)
+        model.resize_token_embeddings(vocab)
+        model.save_pretrained(path)
+    return str(path)
+
+
+def bench_share(pairs: int, total: int, threads: int, clients: int, concurrency: int,
+                max_wait_ms: float, workers: str, model: str | None) -> None:
+    """2e: for each model size, the in-process ceiling (samples/s of batches of 64 over
+    batches of 1, one process, the same torch threads) beside the server's gain (requests/s
+    of 64 single-sample clients with batching on over off), and the gain as a share of the
+    ceiling, every pair (four runs, order alternating). Goal: >= 90% of the ceiling."""
+    env = {"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
+           "TOKENIZERS_PARALLELISM": "false"}
+    conc = ("--concurrency", str(concurrency), "--workers", workers)
+    print(f"\n2e. batching gain against its ceiling, {total} samples per run, torch threads "
+          f"{threads}, {clients} clients of one sample, --concurrency {concurrency}, "
+          f"--workers {workers}, --max-wait-ms {max_wait_ms:g}")
+    print(f"{'pair':<6}{'ceiling: in process 1 / 64 (smp/s)':>40}{'server off / on (req/s)':>30}"
+          f"{'share':>8}")
+    with tempfile.TemporaryDirectory() as tmp:
+        for what, hidden, layers, vocab in SHARE_SHAPES:
+            if model is not None and vocab is None and (hidden, layers) == (128, 3):
+                path, what = model, f"reward model {model}"
+            else:
+                path = _random_rm(Path(tmp) / f"rm{hidden}x{layers}v{vocab}", hidden, layers,
+                                  vocab)
+            sides = {"in1": _in_process(path, env, total, 1, threads),
+                     "in64": _in_process(path, env, total, 64, threads),
+                     "off": _served(_rm_cmd(path, "--max-batch-samples", "1", *conc), env,
+                                    clients, total),
+                     "on": _served(_rm_cmd(path, "--max-batch-samples", "64", "--max-wait-ms",
+                                           f"{max_wait_ms:g}", *conc), env, clients, total)}
+            print(what)
+            shares, ceilings, gains = [], [], []
+            for pair in range(pairs):
+                order = list(sides) if pair % 2 == 0 else list(reversed(sides))
+                rates, values = {}, {}
+                for side in order:
+                    rates[side], values[side], _, _ = sides[side]()
+                for a, b in (("in1", "in64"), ("off", "on"), ("in1", "on")):
+                    assert max(abs(x - y) for x, y in zip(sorted(values[a]), sorted(values[b]))
+                               ) < 1e-3, "the sides scored differently"
+                ceilings.append(rates["in64"] / rates["in1"])
+                gains.append(rates["on"] / rates["off"])
+                shares.append(gains[-1] / ceilings[-1])
+                print(f"{pair + 1:<6}{rates['in1']:>15.1f} / {rates['in64']:<9.1f}"
+                      f"({ceilings[-1]:.2f}x){rates['off']:>14.1f} / {rates['on']:<8.1f}"
+                      f"({gains[-1]:.2f}x){shares[-1]:>7.0%}   (order: {' '.join(order)})")
+            print(f"median over {pairs} pairs: ceiling {statistics.median(ceilings):.2f}x, "
+                  f"server {statistics.median(gains):.2f}x, share "
+                  f"{statistics.median(shares):.0%} (goal >= 90%)")
+
+
+# -- 4. fairness: a newcomer behind another client's slow samples --------------------------------
+FAIRNESS_CASES = {
+    "math": ({"completion": r"\boxed{\int_0^{N} e^{x^3}\sin(x^5)\,dx}",
+              "reference": "0.2"},  # runs to math's 1 s timeout; N: distinct samples
+             {"completion": r"\boxed{2}", "reference": "2"}, 16),
+    "code": ({"completion": "```python\ndef add(a, b):\n    while True:\n        pass\n```",
+              "reference": {"fn_name": "add", "inputs": [[1, 2]], "outputs": [3],
+                            "timeout": 1.0}},  # spins to its 1 s limit
+             {"completion": "```python\ndef add(a, b):\n    return a + b\n```",
+              "reference": {"fn_name": "add", "inputs": [[1, 2]], "outputs": [3]}}, 6),
+}
+
+
+def bench_fairness(runs: int) -> None:
+    """4: one client sends two requests of slow samples (math: 16 each, spinning to the 1 s
+    timeout; code: 6 each, spinning to their 1 s limit), after the server has seen large
+    batches of fast samples (4 requests of 64); another client then sends one fast sample.
+    Prints the newcomer's latency against the limit of two slow samples plus a second (a slow
+    sample's cost measured alone, in the same server)."""
+    import httpx
+
+    print("\n4. fairness: a newcomer's one-sample request behind another client's slow samples")
+    for reward, (slow, fast, per_request) in FAIRNESS_CASES.items():
+        proc, url = _start([sys.executable, "-m", "rewardkit", "serve", "--reward", reward,
+                            "--port", "0"])
+        try:
+            distinct = itertools.count(2)  # identical samples would be decided once
+            with httpx.Client(base_url=url, timeout=600) as http:
+                def post(samples: list[dict]) -> float:
+                    samples = [{**x, "completion": x["completion"].replace(
+                        "{N}", f"{{{next(distinct)}}}")} for x in samples]
+                    t = time.perf_counter()
+                    r = http.post("/v1/score", json={"samples": samples})
+                    assert r.status_code == 200, r.text
+                    return time.perf_counter() - t
+
+                post([slow])  # the pools started
+                alone = statistics.median(post([slow]) for _ in range(3))
+                limit = 2 * alone + 1.0
+                print(f"{reward}: one slow sample alone {alone:.2f} s; limit (two slow samples "
+                      f"plus a second) {limit:.2f} s")
+                for run in range(runs):
+                    for _ in range(4):  # history: large batches of fast samples
+                        post([fast] * 64)
+                    slow_times: list[float] = []
+                    clients = [threading.Thread(target=lambda: slow_times.append(
+                        post([slow] * per_request))) for _ in range(2)]
+                    for c in clients:
+                        c.start()
+                    time.sleep(0.3)  # the slow requests are queued and their batches out
+                    newcomer = post([fast])
+                    for c in clients:
+                        c.join()
+                    print(f"  run {run + 1}: newcomer {newcomer:.2f} s "
+                          f"({'within' if newcomer <= limit else 'PAST'} the limit); the two "
+                          f"requests of {per_request} slow samples "
+                          f"{' and '.join(f'{t:.1f}' for t in sorted(slow_times))} s")
+        finally:
+            _stop(proc)
 
 
 def bench_rm(pairs: int, total: int, hidden: int, layers: int, threads: int,
@@ -303,6 +439,7 @@ def bench_rm(pairs: int, total: int, hidden: int, layers: int, threads: int,
              off_workers: str | None = None) -> None:
     from rewardkit.testing import make_tiny_reward_model
 
+    given = model
     env = {"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
            "TOKENIZERS_PARALLELISM": "false"}
     off_workers = workers if off_workers is None else off_workers
@@ -362,6 +499,8 @@ def bench_rm(pairs: int, total: int, hidden: int, layers: int, threads: int,
                                    big_total // big_batch,
                                    big_batch)},
                 pairs, 0.95, "smp/s"),
+            "share": lambda: bench_share(pairs, total, threads, clients, concurrency,
+                                         max_wait_ms, workers, given),
             "workers": lambda: _paired(
                 f"2d. where the model runs ({what}): {clients} concurrent clients, {total} "
                 "requests of one sample, dynamic batching as in 2a; requests/s with the model "
@@ -416,6 +555,8 @@ def main() -> None:
     parser.add_argument("--rss-every", type=float, default=30.0,
                         help="load: seconds between RSS samples")
     parser.add_argument("--skip-overhead", action="store_true")
+    parser.add_argument("--fairness-runs", type=int, default=0,
+                        help="also run the fairness check (math and code) this many times")
     parser.add_argument("--serve-peer", metavar="MODEL", help=argparse.SUPPRESS)
     parser.add_argument("--in-process", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -435,6 +576,8 @@ def main() -> None:
                  args.rm_clients, args.big_batch, args.big_samples, args.concurrency,
                  args.model, args.max_wait_ms, tuple(args.rm_parts.split(",")), args.workers,
                  args.off_workers)
+    if args.fairness_runs:
+        bench_fairness(args.fairness_runs)
     if args.load_minutes:
         from server_load import bench_load
 

@@ -358,14 +358,7 @@ def test_response_from_query_on_a_query_built_the_way_openrlhf_builds_it(tmp_pat
         assert scored[0].value == 1.0
 
 
-def test_remote_scorer_lives_in_integrations_and_the_old_import_still_works():
-    import importlib
-    import sys
-
+def test_remote_scorer_lives_in_integrations():
     from rewardkit.integrations.remote import RemoteScorer
 
     assert type(rewardkit.load("remote", url="http://127.0.0.1:1")) is RemoteScorer
-    sys.modules.pop("rewardkit.server.client", None)
-    with pytest.warns(DeprecationWarning, match="rewardkit.integrations.remote"):
-        old = importlib.import_module("rewardkit.server.client")
-    assert old.RemoteScorer is RemoteScorer

@@ -64,7 +64,7 @@ def test_50mb_body_is_refused_with_413_and_server_stays_up():
     with running_server(_settings()) as (url, _):
         body = b'{"samples": [' + b" " * (50 * 1024 * 1024) + b"]}"
         with socket.create_connection(("127.0.0.1", int(url.rsplit(":", 1)[1])), 10) as sock:
-            sock.sendall(b"POST /v1/score HTTP/1.1\r\nHost: t\r\nContent-Type: application/json"
+            sock.sendall(b"POST /v1/score HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json"
                          b"\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n")
             sock.sendall(body[:65536])  # the server answers from the headers alone
             reply = b""
@@ -87,7 +87,8 @@ def test_chunked_body_past_the_limit_is_refused_with_413():
                 yield b" " * 65536
             yield b"]}"
 
-        r = httpx.post(url + "/v1/score", content=chunks(), timeout=30)
+        r = httpx.post(url + "/v1/score", content=chunks(), timeout=30,
+                       headers={"content-type": "application/json"})
         assert r.status_code == 413
         _healthy_and_correct(url)
 
@@ -106,8 +107,8 @@ def test_slow_clients_do_not_block_others():
     with running_server(_settings()) as (url, _):
         port = int(url.rsplit(":", 1)[1])
         slow = []
-        for partial in (b"POST /v1/score HTTP/1.1\r\nHost: t\r\nContent-Le",  # headers stall
-                        b"POST /v1/score HTTP/1.1\r\nHost: t\r\nContent-Length: 500\r\n\r\n{\"sa"):
+        for partial in (b"POST /v1/score HTTP/1.1\r\nHost: localhost\r\nContent-Le",  # headers stall
+                        b"POST /v1/score HTTP/1.1\r\nHost: localhost\r\nContent-Length: 500\r\n\r\n{\"sa"):
             s = socket.create_connection(("127.0.0.1", port), 10)
             s.sendall(partial)
             slow.append(s)
@@ -125,7 +126,7 @@ def test_client_disconnect_mid_request_frees_the_queue():
         port = int(url.rsplit(":", 1)[1])
         body = b'{"samples": [{"completion": "abcd"}, {"completion": "ab"}]}'
         with socket.create_connection(("127.0.0.1", port), 10) as s:
-            s.sendall(b"POST /v1/score HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+            s.sendall(b"POST /v1/score HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
                       b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
             time.sleep(0.05)
         batcher = app.state.rewardkit.batchers["r"]

@@ -121,7 +121,7 @@ def _slow_header_connections(port: int, n: int, source: str) -> list[socket.sock
         s.bind((source, 0))
         s.settimeout(10)
         s.connect(("127.0.0.1", port))
-        s.sendall(b"POST /v1/score HTTP/1.1\r\nHost: t\r\nContent-Le")  # and then nothing
+        s.sendall(b"POST /v1/score HTTP/1.1\r\nHost: localhost\r\nContent-Le")  # and then nothing
         conns.append(s)
     return conns
 
@@ -158,7 +158,7 @@ def test_hundreds_of_slow_header_clients_are_cut_and_a_legitimate_client_is_serv
 def test_a_body_that_trickles_past_its_deadline_gets_408():
     with running_server(_settings(body_timeout_s=0.5)) as (url, _):
         with socket.create_connection(("127.0.0.1", _port(url)), 10) as s:
-            s.sendall(b"POST /v1/score HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+            s.sendall(b"POST /v1/score HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
                       b"Content-Length: 100\r\n\r\n{\"samples\"")
             s.settimeout(10)
             reply = s.recv(4096).decode()
@@ -182,7 +182,7 @@ def _refusal(s: socket.socket) -> tuple[int, dict, bytes]:
 def test_oversized_headers_get_431_and_are_not_buffered():
     with running_server(_settings(max_header_bytes=8192)) as (url, _):
         with socket.create_connection(("127.0.0.1", _port(url)), 10) as s:
-            s.sendall(b"GET /health HTTP/1.1\r\nHost: t\r\nX-Big: " + b"a" * 6000)
+            s.sendall(b"GET /health HTTP/1.1\r\nHost: localhost\r\nX-Big: " + b"a" * 6000)
             time.sleep(0.2)
             s.sendall(b"a" * 6000)  # past 8 KiB, headers still not complete
             status, body, head = _refusal(s)
@@ -194,7 +194,7 @@ def test_oversized_headers_get_431_and_are_not_buffered():
         # kernel's socket buffers), where uvicorn's httptools parser kept every byte.
         sent = 0
         with socket.create_connection(("127.0.0.1", _port(url)), 10) as s:
-            s.sendall(b"GET /health HTTP/1.1\r\nHost: t\r\nX-Big: ")
+            s.sendall(b"GET /health HTTP/1.1\r\nHost: localhost\r\nX-Big: ")
             chunk = b"a" * 65536
             with pytest.raises(OSError):
                 while sent < 128 * 2**20:
@@ -217,7 +217,7 @@ def test_a_pipelined_requests_body_is_not_counted_as_header_time_or_bytes():
                                        "metadata": {"pad": "x" * 70_000}}]}).encode()
 
         def head(body: bytes) -> bytes:
-            return (b"POST /v1/score HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+            return (b"POST /v1/score HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
                     b"Content-Length: %d\r\n\r\n" % len(body))
 
         with socket.create_connection(("127.0.0.1", _port(url)), 10) as s:
@@ -234,7 +234,7 @@ def test_a_pipelined_requests_body_is_not_counted_as_header_time_or_bytes():
 def _holding_a_body(port: int, declared: int) -> socket.socket:
     """A connection that declared ``declared`` body bytes and sent some of them."""
     s = socket.create_connection(("127.0.0.1", port), 10)
-    s.sendall(b"POST /v1/score HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+    s.sendall(b"POST /v1/score HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
               b"Content-Length: %d\r\n\r\n{\"samples\": [" % declared)
     return s
 
@@ -368,7 +368,8 @@ def test_lone_surrogate_and_null_completion_are_their_samples_errors_the_batch_i
             [{"completion": None, "reference": "a"}])[0].info["error"]
         assert third["value"] == 1.0
         openrlhf = httpx.post(url + "/get_reward", content=b'{"query": ["Q \\udfff"], '
-                              b'"prompts": ["Q"], "labels": ["a"]}', timeout=30)
+                              b'"prompts": ["Q"], "labels": ["a"]}', timeout=30,
+                              headers={"content-type": "application/json"})
         assert openrlhf.status_code == 200 and openrlhf.json()["extra_logs"]["reward_error"] == [
             1.0]
 
@@ -516,7 +517,7 @@ def test_every_documented_status_code():
     settings = ServerSettings({"r": RewardSource("exact_match"),
                                "bad": RewardSource(f"{__name__}:always_fails")}, default="r",
                               token="t", body_timeout_s=0.5, max_body_bytes=100_000,
-                              max_request_samples=10)
+                              max_request_samples=10, allowed_hosts=("rewards.internal",))
     auth = {"authorization": "Bearer t", "content-type": "application/json"}
     with running_server(settings) as (url, _):
         def post(body: bytes, headers=auth) -> httpx.Response:
@@ -524,8 +525,8 @@ def test_every_documented_status_code():
 
         def trickle() -> tuple[int, dict]:
             with socket.create_connection(("127.0.0.1", _port(url)), 10) as s:
-                s.sendall(b"POST /v1/score HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer t\r\n"
-                          b"Content-Length: 100\r\n\r\n{")
+                s.sendall(b"POST /v1/score HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer t\r\n"
+                          b"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{")
                 s.settimeout(10)
                 head, _, body = s.recv(4096).partition(b"\r\n\r\n")
             return int(head.split()[1]), json.loads(body)
@@ -548,6 +549,8 @@ def test_every_documented_status_code():
                   post(b'{"samples": [' + b'{"completion": "a"},' * 10 + b'{"completion": "a"}]}'),
                   post(b'{"samples": [{"completion": "' + b"a" * 200_000 + b'"}]}'),
                   post(b'\xff{"samples": []}'),
+                  post(b'{"samples": []}', {**auth, "content-type": "text/plain"}),
+                  post(b'{"samples": []}', {**auth, "host": "rebound.example"}),
                   post(b'{"samples": [], "reward": ""}')):
             assert r.json()["error"], r.text
             seen.add(r.status_code)

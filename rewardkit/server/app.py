@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import inspect
 import json
 import logging
 import re
 from contextlib import asynccontextmanager
 from typing import Any, AsyncIterator, Awaitable, Callable, Optional
+from urllib.parse import parse_qsl
 
 from fastapi import FastAPI, Header, Query, Request
 from fastapi.exceptions import RequestValidationError
@@ -34,6 +34,8 @@ from .config import ServerSettings
 from .idempotency import ReplyCache, RequestIdReused
 from .limits import GuardMiddleware
 from .metrics import ServerMetrics
+from .prescan import INLINE_BYTES
+from .redact import redacted
 from .schemas import (HealthResponse, OpenRLHFRequest, OpenRLHFResponse, RewardsResponse,
                       ScoreRequest, ScoreResponse)
 from .workers import make_worker
@@ -78,7 +80,8 @@ class ServerState:
                     max_batch_samples=s.max_batch_samples, max_wait_ms=s.max_wait_ms,
                     concurrency=workers or s.concurrency, max_queue_samples=s.max_queue_samples,
                     batch_independent=source.batch_independent, metrics=self.metrics,
-                    batch_quantum_s=s.batch_quantum_s)
+                    batch_quantum_s=s.batch_quantum_s, batch_timeout_s=s.batch_timeout_s,
+                    cost_follows_size=source.runs_model)
                 await batcher.start()
                 self.batchers[name] = batcher
                 self.metrics.queue_depth.labels(name).set(0)
@@ -249,8 +252,50 @@ async def score_reply(state: ServerState, body: ScoreRequest, raw: bytes,
         return _json({"scores": [sc.to_dict() for sc in scores], "reward": batcher.name,
                       "request_id": key})
 
-    fingerprint = hashlib.blake2b(raw, digest_size=16).digest()
-    return await state.once(key, fingerprint, compute)
+    return await state.once(key, _fingerprint(b"/v1/score", batcher.name, raw), compute)
+
+
+async def openrlhf_reply(state: ServerState, body: OpenRLHFRequest, raw: bytes,
+                         reward: Optional[str], idempotency_key: Optional[str]) -> bytes:
+    """The JSON reply of ``POST /get_reward`` to a validated request."""
+    await state.ensure_started()
+    batcher = state.batcher(reward, ("query", "reward"))
+    state.check_size(len(body.query))
+    # Cutting responses out of queries is linear but per byte: off the event loop.
+    samples = await asyncio.to_thread(_openrlhf_samples, body, batcher.error_value)
+
+    async def compute() -> bytes:
+        result = openrlhf_result(await state.score(batcher, samples))
+        if idempotency_key is not None:
+            result["request_id"] = idempotency_key
+        return _json(result)
+
+    # The reward is part of what was asked: the same body for another reward is another
+    # request, never a replay of the first reward's scores.
+    fingerprint = _fingerprint(b"/get_reward", batcher.name, raw)
+    return await state.once(idempotency_key, fingerprint, compute)
+
+
+def _fingerprint(path: bytes, reward: str, body: bytes) -> bytes:
+    """What an idempotency key stands for: the endpoint, the reward that scores and the body."""
+    h = hashlib.blake2b(digest_size=16)
+    for part in (path, reward.encode("utf-8", "surrogatepass"), body):
+        h.update(len(part).to_bytes(8, "little"))
+        h.update(part)
+    return h.digest()
+
+
+def _openrlhf_samples(body: OpenRLHFRequest, error_value: float) -> list[Sample | Score]:
+    """The request's samples (a sample that cannot be one is its error Score in its place)."""
+    try:
+        samples = samples_from_openrlhf(body.query, body.prompts, body.labels, error_value)
+    except (ValueError, SampleError) as exc:
+        raise RequestError(422, [{"loc": ["body", "prompts"], "type": "misaligned",
+                                  "msg": str(exc)}]) from None
+    return [s if isinstance(s, Score) or not _lone_surrogate(
+        [s.prompt, s.completion, s.reference]) else sample_or_error(
+        {"prompt": s.prompt, "completion": s.completion, "reference": s.reference},
+        error_value) for s in samples]
 
 
 def refusal_body(exc: RequestError) -> dict[str, Any]:
@@ -261,30 +306,42 @@ def refusal_body(exc: RequestError) -> dict[str, Any]:
 
 
 class ScoreFastPath:
-    """``POST /v1/score`` without FastAPI's routing, dependency solving and request object.
+    """``POST /v1/score`` and ``POST /get_reward`` without FastAPI's routing, dependency solving
+    and request object, and with the body parsed off the event loop when it is large.
 
     Behind :class:`~rewardkit.server.limits.GuardMiddleware`, which has read, bounded and
-    pre-scanned the body: a body that parses as JSON and validates as a
-    :class:`~rewardkit.server.schemas.ScoreRequest` (the same model and the same Python-mode
-    validation as the route) is answered here by :func:`score_reply`, the route's own code.
-    Anything else — invalid JSON, a field error, an odd ``Idempotency-Key`` header, a query
-    string — goes on to the FastAPI route, whose answer (a ``422`` naming the field) is the
-    contract. With one sample per request, the framework's layers are most of the event
-    loop's work per request, time that competes with the scoring thread for the CPU.
+    pre-scanned the body: a body that parses as JSON and validates as the route's model
+    (:class:`~rewardkit.server.schemas.ScoreRequest`, :class:`OpenRLHFRequest`: the same model
+    and the same Python-mode validation as the route) is answered here by the route's own code
+    (:func:`score_reply`, :func:`openrlhf_reply`). A small body that does not — invalid JSON, a
+    field error — and an odd ``Idempotency-Key`` header or query string go on to the FastAPI
+    route, whose answer (a ``422`` naming the field) is the contract; a large invalid body gets
+    the same ``422`` here, so that the route never parses a large body on the event loop. With
+    one sample per request, the framework's layers are most of the event loop's work per
+    request, time that competes with the scoring thread for the CPU.
     """
+
+    MODELS = {"/v1/score": ScoreRequest, "/get_reward": OpenRLHFRequest}
 
     def __init__(self, app: Any, state: ServerState) -> None:
         self.app = app
         self.state = state
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if (scope["type"] != "http" or scope["path"] != "/v1/score"
-                or scope.get("method") != "POST" or scope.get("query_string")):
+        model = self.MODELS.get(scope["path"]) if scope["type"] == "http" else None
+        reward = _reward_query(scope) if model is not None else _ODD
+        if scope.get("method") != "POST" or reward is _ODD:
             await self.app(scope, receive, send)
             return
         message = await receive()
-        parsed = self._parse(scope, message)
-        if parsed is None:
+        key = _idempotency_key(scope)
+        raw = message.get("body", b"")
+        parsed: Any = None
+        if message.get("type") == "http.request" and not message.get("more_body") \
+                and key is not _ODD:
+            parsed = (_validated(model, raw) if len(raw) <= INLINE_BYTES
+                      else await asyncio.to_thread(_validated, model, raw))
+        if parsed is None or (isinstance(parsed, list) and len(raw) <= INLINE_BYTES):
             first = [message]
 
             async def replay() -> dict[str, Any]:
@@ -292,29 +349,56 @@ class ScoreFastPath:
 
             await self.app(scope, replay, send)
             return
-        body, raw, key = parsed
         response: Response
-        try:
-            response = Response(await score_reply(self.state, body, raw, key),
-                                media_type="application/json")
-        except RequestError as exc:  # as the app's handler answers it
-            response = JSONResponse(refusal_body(exc), exc.status, headers=exc.headers)
+        if isinstance(parsed, list):  # a large body's field errors, as the route words them
+            response = JSONResponse({"detail": parsed, "error": _validation_message(parsed)},
+                                    422)
+        else:
+            try:
+                reply = (await score_reply(self.state, parsed, raw, key)
+                         if model is ScoreRequest else
+                         await openrlhf_reply(self.state, parsed, raw, reward, key))
+                response = Response(reply, media_type="application/json")
+            except RequestError as exc:  # as the app's handler answers it
+                response = JSONResponse(refusal_body(exc), exc.status, headers=exc.headers)
         await response(scope, receive, send)
 
-    @staticmethod
-    def _parse(scope: dict[str, Any], message: dict[str, Any]
-               ) -> tuple[ScoreRequest, bytes, Optional[str]] | None:
-        if message.get("type") != "http.request" or message.get("more_body"):
-            return None
-        keys = [v for k, v in scope["headers"] if k == b"idempotency-key"]
-        if len(keys) > 1 or (keys and len(keys[0]) > 200):
-            return None
-        raw = message.get("body", b"")
-        try:
-            body = ScoreRequest.model_validate(json.loads(raw))
-        except (ValueError, ValidationError):  # JSON or field errors: the route answers them
-            return None
-        return body, raw, keys[0].decode("latin-1") if keys else None
+
+_ODD = object()
+"""A header or query string the fast path leaves to the route (which refuses or reads it)."""
+
+
+def _idempotency_key(scope: dict[str, Any]) -> Any:
+    keys = [v for k, v in scope["headers"] if k == b"idempotency-key"]
+    if len(keys) > 1 or (keys and len(keys[0]) > 200):
+        return _ODD
+    return keys[0].decode("latin-1") if keys else None
+
+
+def _reward_query(scope: dict[str, Any]) -> Any:
+    """``?reward=NAME`` of ``/get_reward`` (None without a query string); anything else _ODD."""
+    query = scope.get("query_string") or b""
+    if not query:
+        return None
+    if scope["path"] != "/get_reward":
+        return _ODD
+    pairs = parse_qsl(query.decode("latin-1"), keep_blank_values=True)
+    if len(pairs) != 1 or pairs[0][0] != "reward":
+        return _ODD
+    return pairs[0][1]
+
+
+def _validated(model: Any, raw: bytes) -> Any:
+    """``raw`` validated as ``model``, or the route's 422 errors (a list) when it is not."""
+    try:
+        return model.model_validate(json.loads(raw))
+    except json.JSONDecodeError as exc:
+        return [{"loc": ["body", exc.pos], "msg": exc.msg, "type": "json_invalid"}]
+    except ValidationError as exc:
+        return [{"loc": ["body", *e["loc"]], "msg": e["msg"], "type": e["type"]}
+                for e in exc.errors()]
+    except ValueError as exc:
+        return [{"loc": ["body"], "msg": str(exc), "type": "value_error"}]
 
 
 def create_app(settings: ServerSettings) -> FastAPI:
@@ -329,20 +413,16 @@ def create_app(settings: ServerSettings) -> FastAPI:
         finally:
             await state.close()
 
-    # A body is read as JSON whatever its content type says (clients that omit it still get
-    # field-level 422s); FastAPI releases before the option read it so by default.
-    lenient = ({"strict_content_type": False}
-               if "strict_content_type" in inspect.signature(FastAPI.__init__).parameters else {})
     app = FastAPI(title="rewardkit reward server", lifespan=lifespan,
-                  description="Rewards over HTTP: rewardkit Scorers with dynamic batching.",
-                  **lenient)
+                  description="Rewards over HTTP: rewardkit Scorers with dynamic batching.")
     app.state.rewardkit = state
     app.add_middleware(ScoreFastPath, state=state)  # inside the guard: limits apply first
     app.add_middleware(GuardMiddleware, token=settings.token,
                        max_body_bytes=settings.max_body_bytes, metrics=state.metrics,
                        max_request_samples=settings.max_request_samples,
                        body_timeout_s=settings.body_timeout_s,
-                       max_inflight_body_bytes=settings.inflight_body_budget)
+                       max_inflight_body_bytes=settings.inflight_body_budget,
+                       allowed_hosts=settings.allowed_hosts)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -375,29 +455,8 @@ def create_app(settings: ServerSettings) -> FastAPI:
                          reward: Optional[str] = Query(None, description="served reward name"),
                          idempotency_key: Optional[str] = Header(None, max_length=200)
                          ) -> Response:
-        await state.ensure_started()
-        batcher = state.batcher(reward, ("query", "reward"))
-        state.check_size(len(body.query))
-        try:
-            samples: list[Sample | Score] = list(samples_from_openrlhf(
-                body.query, body.prompts, body.labels))
-        except (ValueError, SampleError) as exc:
-            raise RequestError(422, [{"loc": ["body", "prompts"], "type": "misaligned",
-                                      "msg": str(exc)}]) from None
-        samples = [s if isinstance(s, Score) or not _lone_surrogate(
-            [s.prompt, s.completion, s.reference]) else sample_or_error(
-            {"prompt": s.prompt, "completion": s.completion, "reference": s.reference},
-            batcher.error_value) for s in samples]
-
-        async def compute() -> bytes:
-            result = openrlhf_result(await state.score(batcher, samples))
-            if idempotency_key is not None:
-                result["request_id"] = idempotency_key
-            return _json(result)
-
-        fingerprint = hashlib.blake2b(await request.body(), digest_size=16).digest()
-        return Response(await state.once(idempotency_key, fingerprint, compute),
-                        media_type="application/json")
+        return Response(await openrlhf_reply(state, body, await request.body(), reward,
+                                             idempotency_key), media_type="application/json")
 
     @app.get("/health", response_model=HealthResponse)
     async def health() -> JSONResponse:
@@ -412,7 +471,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
     @app.get("/v1/rewards", response_model=RewardsResponse)
     async def rewards() -> Response:
         return Response(_json({
-            "rewards": [{"name": n, "spec": src.spec, "default": n == settings.default}
+            "rewards": [{"name": n, "spec": redacted(src.spec), "default": n == settings.default}
                         for n, src in settings.rewards.items()],
             "default": settings.default}), media_type="application/json")
 

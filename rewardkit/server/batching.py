@@ -14,16 +14,26 @@ batching of inference servers such as NVIDIA Triton (``max_queue_delay``) and Ra
 
 **Time-bounded batches.** A batch holds its slot until its slowest sample is done, and rule-based
 rewards (``math``, ``code``) run a batch on their own pool, which a second batch waits for. So a
-flow's samples go out in chunks sized to finish within ``batch_quantum_s``: a flow's first chunk
-is what fits at the reward's recent cost per sample (one sample on a fresh server; the estimate
-rises at once on a slow batch and decays slowly), or twice the largest batch recently seen to
-finish within the quantum if that is larger (a model on a GPU costs far more per sample in small
-batches than in large ones), then the chunk doubles while batches stay within
-the quantum and shrinks to fit it when samples are slow (one sample of math that spins for its
-full time limit costs a second): a small request waits at most about one quantum, or one slow
-sample, behind a big one. Fast samples reach ``max_batch_samples`` after a few chunks. (After a
-long run of fast samples, a burst of slow ones is taken in one batch of the recent size before
-the estimate catches up.)
+flow's samples go out in chunks sized to finish within ``batch_quantum_s``. A flow of a
+rule-based reward starts at one sample whatever came before: its samples may each spin for
+their full time limit, and nothing that other requests' batches cost says otherwise. A flow of
+a learned model starts at what fits at the reward's recent cost per sample (the estimate rises
+at once on a slow batch and decays slowly), or at twice the largest batch recently seen to
+finish within the quantum if that is larger: a model's sample costs what its tokens cost, and
+on a GPU far more per sample in small batches than in large ones. Then the chunk doubles while
+the flow's batches stay within the quantum and shrinks to fit it when samples are slow. So a
+newcomer's first sample waits behind at most the batches in flight, one per slot, in which
+another request of a rule-based reward has at most one sample until its samples have shown
+they are fast (with two requests of slow samples and two slots: about four slow samples spread
+over the pool, two slow samples' time), or for a model about two quanta. And since a request
+is answered when its batch is done, every other batch of a rule-based reward takes only the
+requests not yet served, so that a newcomer's fast sample is not batched with slow ones.
+
+**Deadlines.** A scoring call still running after ``batch_timeout_s`` is abandoned: its samples
+get ``error_kind="timeout"`` (not retried: a retry would wait as long again), the worker stuck in
+it is replaced (see :mod:`~rewardkit.server.workers`), and ``/health`` reports the reward
+degraded (:mod:`~rewardkit.server.health`). When the server stops, :meth:`Batcher.drain_within`
+answers what is not scored by the graceful timeout with ``error_kind="shutdown"``.
 
 Loss-free: every flow's future is resolved exactly once — with its Scores, or with error Scores
 after a worker crash and one retry (``error_kind="worker_crashed"``). The queue is bounded:
@@ -38,8 +48,10 @@ from collections import deque
 from typing import Optional
 
 from ..types import Sample, Score
+from .health import RewardHealth
 from .metrics import ServerMetrics
-from .workers import PipeWorker, ProcessWorker, ThreadWorker, WorkerCrashed
+from .workers import (CallTimedOut, PipeWorker, ProcessWorker, ThreadWorker, WorkerCrashed,
+                      WorkerStuck)
 
 log = logging.getLogger("rewardkit.server")
 
@@ -77,8 +89,7 @@ class Flow:
         return len(self.samples) - self.next
 
 
-HEALTH_WINDOW = 32
-"""How many recent samples ``/health`` looks at: all of them errors is a degraded reward."""
+SHUTDOWN = "the server stopped before this sample was scored (its graceful timeout passed)"
 
 # One piece of a batch: (flow, start, end) — samples[start:end] of that flow.
 Segment = tuple[Flow, int, int]
@@ -91,7 +102,8 @@ class Batcher:
                  max_batch_samples: int,
                  max_wait_ms: float, concurrency: int, max_queue_samples: int,
                  batch_independent: bool, metrics: ServerMetrics,
-                 batch_quantum_s: float = 1.0) -> None:
+                 batch_quantum_s: float = 1.0, batch_timeout_s: float | None = None,
+                 cost_follows_size: bool = False) -> None:
         self.name = name
         self.worker = worker
         self.max_batch_samples = max_batch_samples
@@ -100,7 +112,10 @@ class Batcher:
         self.max_queue_samples = max_queue_samples
         self.batch_independent = batch_independent
         self.batch_quantum_s = batch_quantum_s
+        self.batch_timeout_s = batch_timeout_s
+        self.cost_follows_size = cost_follows_size
         self.metrics = metrics
+        self.health = RewardHealth()
         self.error_value = 0.0
         self.pending = 0  # samples queued or being scored
         self._flows: deque[Flow] = deque()  # flows with samples not yet handed out
@@ -110,7 +125,9 @@ class Batcher:
         self._closing = False
         self._loop_task: asyncio.Task | None = None
         self._running: set[asyncio.Task] = set()
-        self._recent: deque[tuple[bool, object]] = deque(maxlen=HEALTH_WINDOW)
+        self._aborting = False  # the server stops: what is left gets error Scores
+        self._newcomers_first = True  # the next batch may take only flows not yet served
+        self._abort_timer: asyncio.TimerHandle | None = None
         self._per_sample_s: float | None = None  # rises at once, decays slowly
         self._fits = 1  # what fits in the quantum at the recent cost per sample
         self._proven = 1  # twice the largest batch recently seen to finish within the quantum
@@ -129,8 +146,7 @@ class Batcher:
         if self.pending + n > self.max_queue_samples and self.pending > 0:
             raise QueueFull(self.name, self.pending, self.max_queue_samples)
         loop = asyncio.get_running_loop()
-        flow = Flow(samples, loop.create_future(), loop.time(),
-                    max(self._fits, self._proven) if self.batch_independent else max(n, 1))
+        flow = Flow(samples, loop.create_future(), loop.time(), self._first_chunk(n))
         self._flows.append(flow)
         self._waiting += n
         self.pending += n
@@ -138,17 +154,46 @@ class Batcher:
         self._wakeup.set()
         return flow
 
+    def _first_chunk(self, n: int) -> int:
+        """A new flow's first chunk. A learned model's sample costs what its tokens cost, so
+        what recent batches cost may size it (see :meth:`_adapt`); a rule-based reward's sample
+        may spin for its whole time limit whatever came before, so its first chunk is one
+        sample, and it grows only as this flow's own batches finish within the quantum."""
+        if not self.batch_independent:
+            return max(n, 1)
+        return max(self._fits, self._proven) if self.cost_follows_size else 1
+
     def problem(self) -> str | None:
-        """Why this reward cannot score now (None when it can): its worker processes are gone,
-        or each of the last :data:`HEALTH_WINDOW` samples came back as an error."""
-        dead = self.worker.problem()
-        if dead:
-            return dead
-        if len(self._recent) == self._recent.maxlen and not any(ok for ok, _ in self._recent):
-            kinds = sorted({str(kind) for _, kind in self._recent})
-            return (f"the last {len(self._recent)} samples were all errors "
-                    f"(error_kind: {', '.join(kinds)})")
-        return None
+        """Why this reward cannot score now (None when it can): its worker cannot take work,
+        or what its recent calls and samples say (:class:`~.health.RewardHealth`)."""
+        problems = [p for p in (self.worker.problem(), self.health.problem()) if p]
+        return "; ".join(problems) or None
+
+    def drain_within(self, seconds: float) -> None:
+        """The server is stopping: samples not scored within ``seconds`` get an error Score
+        (``error_kind="shutdown"``) and calls still running are abandoned, so that every request
+        is answered, and the server exits, within its graceful timeout even while a scoring call
+        hangs."""
+        loop = asyncio.get_running_loop()
+        if self._abort_timer is None:
+            self._abort_timer = loop.call_later(max(0.0, seconds), self._abort)
+
+    def _abort(self) -> None:
+        self._aborting = self._closing = True
+        for flow in self._flows:
+            if flow.waiting:
+                self._deliver((flow, flow.next, len(flow.samples)), self._errors(
+                    flow.waiting, SHUTDOWN, "shutdown"))
+                self._release(flow.waiting)
+                flow.next = len(flow.samples)
+        self._flows.clear()
+        self._waiting = 0
+        for task in self._running:
+            task.cancel()
+        self._wakeup.set()
+
+    def _errors(self, n: int, why: object, kind: str) -> list[Score]:
+        return [Score.from_error(why, self.error_value, kind=kind) for _ in range(n)]
 
     async def close(self) -> None:
         """Score what is queued, wait for running batches, then stop the worker."""
@@ -158,6 +203,8 @@ class Batcher:
             await self._loop_task
         if self._running:
             await asyncio.gather(*self._running, return_exceptions=True)
+        if self._abort_timer is not None:
+            self._abort_timer.cancel()
         await self.worker.close()
 
     # -- the loop --------------------------------------------------------------------------------
@@ -227,7 +274,7 @@ class Batcher:
                 taken[flow] = flow.waiting
                 budget -= flow.waiting
         else:
-            active = list(self._flows)
+            active = self._newcomers_apart(list(self._flows))
             while budget > 0 and active:
                 share = max(1, budget // len(active))
                 still = []
@@ -255,13 +302,32 @@ class Batcher:
             self._waiting -= k
         return segments
 
+    def _newcomers_apart(self, flows: list[Flow]) -> list[Flow]:
+        """For a rule-based reward, every other batch takes only flows not yet served, if some
+        are queued beside served ones. A request is answered when its batch is done, so a
+        newcomer's fast sample batched with another request's slow ones would wait for them;
+        the alternation keeps a stream of newcomers from starving the requests already served."""
+        if self.cost_follows_size:
+            return flows
+        if not self._newcomers_first:
+            self._newcomers_first = True
+            return flows
+        fresh = [f for f in flows if f.next == 0]
+        if fresh and len(fresh) < len(flows):
+            self._newcomers_first = False
+            return fresh
+        return flows
+
     async def _dispatch(self, batch: list[Segment]) -> None:
         n = sum(end - start for _, start, end in batch)
         started = time.perf_counter()
         freed = False
         try:
             try:
-                results = await self.worker.run([f.samples[a:b] for f, a, b in batch])
+                results = await self._call([f.samples[a:b] for f, a, b in batch])
+            except (CallTimedOut, WorkerStuck) as exc:  # a retry would wait as long again
+                for flow, a, b in batch:
+                    self._deliver((flow, a, b), self._errors(b - a, exc, self._kind(exc)))
             except WorkerCrashed as exc:
                 self._crashed(exc)
                 await self._retry(batch)
@@ -271,11 +337,17 @@ class Batcher:
                 self._hand_on()
                 for segment, scores in zip(batch, results):
                     self._deliver(segment, scores)
+        except asyncio.CancelledError:
+            if not self._aborting:
+                raise
+            for flow, a, b in batch:  # the server stops: answer what this batch still owes
+                for i in range(a, b):
+                    if flow.scores[i] is None:
+                        self._deliver((flow, i, i + 1), self._errors(1, SHUTDOWN, "shutdown"))
         except Exception as exc:  # noqa: BLE001 - never leave a request waiting forever
             log.exception("batch of reward %r failed", self.name)
             for segment in batch:
-                self._deliver(segment, [Score.from_error(exc, self.error_value, kind="server")
-                                        for _ in range(segment[2] - segment[1])])
+                self._deliver(segment, self._errors(segment[2] - segment[1], exc, "server"))
         finally:
             self._count_restarts()
             self.metrics.batch_size.labels(self.name).observe(n)
@@ -324,6 +396,30 @@ class Batcher:
         for flow, _, _ in batch:
             flow.chunk = max(1, min(self.max_batch_samples, 2 * flow.chunk, fits))
 
+    async def _call(self, groups: list[list[Sample]]) -> list[list[Score]]:
+        """One scoring call under ``batch_timeout_s`` (past it the worker replaces what is stuck
+        in the call), its outcome told to :attr:`health`."""
+        try:
+            results = await self.worker.run(groups, self.batch_timeout_s)
+        except CallTimedOut as exc:
+            log.warning("reward %r: %s", self.name, exc)
+            self.health.call_failed(str(exc), timed_out=True)
+            raise
+        except WorkerStuck:
+            raise
+        except WorkerCrashed as exc:
+            self.health.call_failed(f"worker_crashed: {exc}")
+            raise
+        finally:
+            self._count_restarts()
+        self.health.call_scored()
+        return results
+
+    @staticmethod
+    def _kind(exc: WorkerCrashed) -> str:
+        return ("timeout" if isinstance(exc, CallTimedOut) else
+                "worker_stuck" if isinstance(exc, WorkerStuck) else "worker_crashed")
+
     def _crashed(self, exc: WorkerCrashed) -> None:
         log.warning("reward %r: scoring worker failed (%s); retrying its samples once",
                     self.name, exc)
@@ -334,6 +430,7 @@ class Batcher:
         restarts = self.worker.restarts
         if restarts > self._restarts_seen:
             self.metrics.worker_restarts.labels(self.name).inc(restarts - self._restarts_seen)
+            self.health.restarted(restarts - self._restarts_seen)
             self._restarts_seen = restarts
 
     async def _retry(self, batch: list[Segment]) -> None:
@@ -346,12 +443,14 @@ class Batcher:
                      else [(start, end)])
             for a, b in units:
                 try:
-                    scores = (await self.worker.run([flow.samples[a:b]]))[0]
+                    scores = (await self._call([flow.samples[a:b]]))[0]
+                except (CallTimedOut, WorkerStuck) as exc:
+                    scores = self._errors(b - a, exc, self._kind(exc))
                 except WorkerCrashed as exc:
                     self._crashed(exc)
-                    scores = [Score.from_error(
-                        f"the scoring worker failed on this sample twice: {exc}",
-                        self.error_value, kind="worker_crashed") for _ in range(a, b)]
+                    scores = self._errors(
+                        b - a, f"the scoring worker failed on this sample twice: {exc}",
+                        "worker_crashed")
                 self._deliver((flow, a, b), scores)
 
     def _deliver(self, segment: Segment, scores: list[Score]) -> None:
@@ -362,7 +461,7 @@ class Batcher:
         for s in scores:
             if not s.ok:
                 self.metrics.errors.labels(self.name, str(s.info.get("error_kind"))).inc()
-        self._recent.extend((s.ok, s.info.get("error_kind")) for s in scores)
+        self.health.samples_answered(scores)
         flow.scores[start:end] = scores
         flow.left -= end - start
         if flow.left == 0:

@@ -5,7 +5,7 @@ import argparse
 import errno
 import socket
 import sys
-from typing import Any
+from typing import Any, Callable, Iterable
 
 from ..arguments import EXIT_FAILURE, HelpFormatter, parse_key_value
 from ..compose import ConfigError
@@ -53,8 +53,12 @@ def add_serve_parser(sub: Any, ray: Any = None) -> None:
     limits.add_argument("--max-body-mb", type=float, help="request body limit in MiB (default 32)")
     limits.add_argument("--request-timeout", type=float, help="seconds before unscored samples "
                                                               "get timeout errors (default 120)")
+    limits.add_argument("--batch-timeout", type=float,
+                        help="seconds a scoring call may run before it is abandoned, its "
+                             "samples get timeout errors and its worker is replaced (default 120)")
     p.add_argument("--graceful-timeout", type=float, default=60.0,
-                   help="on SIGTERM, seconds to finish in-flight requests before exiting")
+                   help="on SIGTERM, seconds to finish in-flight requests before exiting; "
+                        "samples not scored by then get an error Score")
     p.add_argument("--log-level", default="info",
                    choices=["critical", "error", "warning", "info", "debug"])
     if ray is not None:
@@ -92,7 +96,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
               "max_queue_samples": args.max_queue_samples,
               "max_request_samples": args.max_request_samples,
               "max_body_bytes": int(args.max_body_mb * 1024 * 1024) if args.max_body_mb else None,
-              "request_timeout_s": args.request_timeout, "token": token}
+              "request_timeout_s": args.request_timeout, "batch_timeout_s": args.batch_timeout,
+              "token": token}
     try:
         if args.reward and not is_config_path(args.reward):
             resolve(args.reward)  # an unknown name is a usage error here, not a failed startup
@@ -133,10 +138,34 @@ def _cmd_serve(args: argparse.Namespace) -> int:
                                 settings.max_header_bytes)
     # uvicorn stops accepting on SIGTERM/SIGINT, finishes the requests in flight (up to
     # --graceful-timeout), then runs the app's shutdown, which drains the batchers.
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, http=protocol,
-                h11_max_incomplete_event_size=settings.max_header_bytes,
-                timeout_graceful_shutdown=args.graceful_timeout, access_log=False)
-    return 0
+    config = uvicorn.Config(app, host=args.host, port=args.port, log_level=args.log_level,
+                            http=protocol, h11_max_incomplete_event_size=settings.max_header_bytes,
+                            timeout_graceful_shutdown=args.graceful_timeout, access_log=False)
+    server = draining_server(config, app.state.rewardkit.batchers.values, args.graceful_timeout)
+    try:
+        server.run()
+    except KeyboardInterrupt:
+        pass
+    return 0 if server.started else EXIT_FAILURE
+
+
+def draining_server(config: Any, batchers: Callable[[], Iterable[Any]],
+                    graceful_timeout_s: float) -> Any:
+    """A uvicorn server that, when told to stop, gives each batcher the graceful timeout (less
+    a margin to write the replies) to score what it holds. uvicorn waits that long for the
+    requests in flight and then cancels them unanswered, and the app's own shutdown would wait
+    for the batchers without end: with a scoring call that hangs, the server never exited."""
+    import uvicorn  # deferred: the serve extra
+
+    margin = min(1.0, graceful_timeout_s / 10)
+
+    class DrainingServer(uvicorn.Server):
+        async def shutdown(self, sockets: Any = None) -> None:
+            for batcher in batchers():
+                batcher.drain_within(graceful_timeout_s - margin)
+            await super().shutdown(sockets)
+
+    return DrainingServer(config)
 
 
 def bind_socket(host: str, port: int) -> socket.socket:

@@ -157,6 +157,10 @@ class ServerSettings:
         request_timeout_s: a request's samples not scored by then get an error Score with
             ``error_kind="timeout"``.
         token: bearer token every endpoint but ``/health`` requires; None disables auth.
+        allowed_hosts: ``Host`` names (``name`` or ``name:port``) the server answers to besides
+            those of the address it is bound to. Without a token a request with any other
+            ``Host`` gets 421, which keeps pages that re-resolve a domain to this machine (DNS
+            rebinding) out; with a token any ``Host`` is answered unless this is set.
         idempotency_cache: how many recent request ids are remembered, so that a retried request
             is answered from the first attempt instead of being scored twice.
         idempotency_cache_bytes: most bytes of replies remembered (oldest evicted first).
@@ -164,16 +168,23 @@ class ServerSettings:
             (None: memory only).
         batch_quantum_s: a flow's next chunk is sized so that a batch takes about this long, so
             that a small request never waits long behind a big one of slow samples.
+        batch_timeout_s: a scoring call (one batch) still running after this long is abandoned:
+            its samples get an error Score with ``error_kind="timeout"``, its worker process is
+            killed and replaced (a thread, which cannot be stopped, is left behind and replaced;
+            see :class:`~rewardkit.server.workers.ThreadWorker`), and ``/health`` reports the
+            reward degraded until a call scores again.
         header_timeout_s: a connection must send a request's headers within this time.
         body_timeout_s: a scoring request's body must arrive within this time (else 408).
         max_connections_per_client: connections one client address may hold at once.
         max_header_bytes: most bytes of a request's line and headers (more: 431, and the
             connection is closed).
         max_inflight_body_bytes: most bytes of scoring request bodies held at once, over all
-            connections (a request that would pass it: 503 with ``Retry-After``). A body is
-            held from its first byte until its reply is sent, and its parsed samples take a
-            few times its size, so this bounds the memory requests can take together, where
-            ``max_body_bytes`` bounds one. Unset: 256 MiB, or ``max_body_bytes`` if larger.
+            connections, each counted as what it takes once parsed (its bytes, then the
+            values the pre-scan counted; a request that would pass it: 503 with
+            ``Retry-After``, one that alone parses past it: 413). A body is held from its first
+            byte until its reply starts, so this bounds the memory requests can take together,
+            where ``max_body_bytes`` bounds one. Unset: 256 MiB, or ``max_body_bytes`` if
+            larger.
     """
 
     rewards: Mapping[str, RewardSource]
@@ -191,11 +202,13 @@ class ServerSettings:
     idempotency_cache_bytes: int = 256 * 1024 * 1024
     idempotency_db: str | None = None
     batch_quantum_s: float = 1.0
+    batch_timeout_s: float = 120.0
     header_timeout_s: float = 10.0
     body_timeout_s: float = 60.0
     max_connections_per_client: int = 256
     max_header_bytes: int = 64 * 1024
     max_inflight_body_bytes: int | None = None
+    allowed_hosts: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.rewards:
@@ -227,7 +240,7 @@ class ServerSettings:
         if self.idempotency_db is not None and not isinstance(self.idempotency_db, str):
             raise ConfigError(f"serve.idempotency_db must be a file path, got "
                               f"{self.idempotency_db!r}")
-        for name in ("header_timeout_s", "body_timeout_s", "batch_quantum_s"):
+        for name in ("header_timeout_s", "body_timeout_s", "batch_quantum_s", "batch_timeout_s"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
                 raise ConfigError(f"serve.{name} must be a number > 0, got {value!r}")

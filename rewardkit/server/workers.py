@@ -24,8 +24,10 @@ import multiprocessing
 import multiprocessing.connection
 import multiprocessing.process
 import os
+import queue
+import threading
 from concurrent.futures.process import BrokenProcessPool
-from typing import Protocol
+from typing import Any, Callable, Protocol
 
 from ..scorer import Scorer
 from ..types import Sample, Score
@@ -36,6 +38,17 @@ log = logging.getLogger("rewardkit.server")
 
 class WorkerCrashed(RuntimeError):
     """The worker died or raised past the Scorer's own error handling."""
+
+
+class WorkerStuck(WorkerCrashed):
+    """The worker takes no work: its threads are stuck in calls past their deadline."""
+
+
+class CallTimedOut(WorkerCrashed):
+    """A scoring call ran past its deadline; the worker stuck in it was replaced."""
+
+    def __init__(self, timeout_s: float, what: str) -> None:
+        super().__init__(f"a scoring call ran past batch_timeout_s ({timeout_s:g} s): {what}")
 
 
 def score_groups(scorer: Scorer, groups: list[list[Sample]],
@@ -58,43 +71,137 @@ class Worker(Protocol):
     """Times the worker replaced its process(es), whatever the cause."""
 
     async def start(self) -> None: ...
-    async def run(self, groups: list[list[Sample]]) -> list[list[Score]]: ...
+    async def run(self, groups: list[list[Sample]],
+                  timeout_s: float | None = None) -> list[list[Score]]:
+        """Score ``groups``; past ``timeout_s`` of scoring (not counting the start of a
+        replacement worker) raise :class:`CallTimedOut`, the stuck worker replaced."""
+        ...
     async def close(self) -> None: ...
 
 
+class _Job:
+    """One call handed to a scoring thread; ``lock`` orders its return against its abandonment."""
+
+    __slots__ = ("fn", "args", "future", "loop", "lock", "started", "returned", "abandoned")
+
+    def __init__(self, fn: Callable[..., Any], args: tuple[Any, ...],
+                 loop: asyncio.AbstractEventLoop) -> None:
+        self.fn, self.args, self.loop = fn, args, loop
+        self.future: asyncio.Future = loop.create_future()
+        self.lock = threading.Lock()
+        self.started = self.returned = self.abandoned = False
+
+
+def _settle(future: asyncio.Future, result: Any, error: BaseException | None) -> None:
+    if future.done():
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(result)
+
+
 class ThreadWorker:
-    """Scores in ``concurrency`` threads sharing one Scorer."""
+    """Scores in ``concurrency`` threads sharing one Scorer.
+
+    A call that runs past its deadline (the batcher cancels it) cannot be stopped — Python has
+    no way to kill a thread — so its thread is abandoned and a fresh one takes its place. The
+    threads are daemon threads started here rather than a ``concurrent.futures`` pool because
+    that pool joins its threads at interpreter exit, where a stuck one would hold the process up
+    for good. At most ``concurrency`` threads may be stuck at once: past that the reward takes no
+    more work (its calls fail with :class:`WorkerStuck`) until one returns, rather than pile up
+    threads without bound. A reward that can hang belongs in a worker process (``workers: 1``),
+    which is killed and replaced instead.
+    """
 
     def __init__(self, source: RewardSource, concurrency: int) -> None:
         self.source = source
         self.concurrency = concurrency
         self.scorer: Scorer | None = None
         self.error_value = 0.0
-        self.restarts = 0  # threads are never replaced
-        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self.restarts = 0  # threads replaced after a call was abandoned
+        self.stuck = 0     # abandoned calls still running
+        self._jobs: queue.SimpleQueue[_Job | None] | None = None
 
     async def start(self) -> None:
-        self._pool = concurrent.futures.ThreadPoolExecutor(self.concurrency,
-                                                           thread_name_prefix="rewardkit-score")
-        loop = asyncio.get_running_loop()
-        self.scorer = await loop.run_in_executor(self._pool, self.source.build)
+        self._jobs = queue.SimpleQueue()
+        for _ in range(self.concurrency):
+            self._add_thread()
+        self.scorer = await self._call(self.source.build)
         self.error_value = float(getattr(self.scorer, "error_value", 0.0))
 
-    async def run(self, groups: list[list[Sample]]) -> list[list[Score]]:
-        assert self._pool is not None and self.scorer is not None, "worker not started"
-        loop = asyncio.get_running_loop()
+    def _add_thread(self) -> None:
+        threading.Thread(target=self._serve, args=(self._jobs,), name="rewardkit-score",
+                         daemon=True).start()
+
+    def _serve(self, jobs: queue.SimpleQueue) -> None:
+        while (job := jobs.get()) is not None:
+            with job.lock:
+                if job.abandoned:  # cancelled before it started
+                    continue
+                job.started = True
+            try:
+                result, error = job.fn(*job.args), None
+            except BaseException as exc:  # noqa: BLE001 - handed to the awaiting coroutine
+                result, error = None, exc
+            with job.lock:
+                job.returned = True
+                abandoned = job.abandoned
+            try:
+                if abandoned:  # a fresh thread took this one's place: leave
+                    job.loop.call_soon_threadsafe(self._stuck_returned)
+                    return
+                job.loop.call_soon_threadsafe(_settle, job.future, result, error)
+            except RuntimeError:  # the event loop has closed: the server is gone
+                return
+
+    def _stuck_returned(self) -> None:
+        self.stuck -= 1
+
+    async def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        assert self._jobs is not None, "worker not started"
+        job = _Job(fn, args, asyncio.get_running_loop())
+        self._jobs.put(job)
         try:
-            return await loop.run_in_executor(self._pool, score_groups, self.scorer, groups,
-                                              self.source.batch_independent)
+            return await job.future
+        except asyncio.CancelledError:  # past its deadline, or the server stops
+            with job.lock:
+                job.abandoned = not job.returned
+                stuck = job.abandoned and job.started
+            if stuck:
+                self.stuck += 1
+                self.restarts += 1
+                self._add_thread()
+            raise
+
+    async def run(self, groups: list[list[Sample]],
+                  timeout_s: float | None = None) -> list[list[Score]]:
+        assert self.scorer is not None, "worker not started"
+        if self.stuck >= self.concurrency:
+            raise WorkerStuck(self.problem() or "")
+        try:
+            return await asyncio.wait_for(self._call(
+                score_groups, self.scorer, groups, self.source.batch_independent), timeout_s)
+        except asyncio.TimeoutError:
+            raise CallTimedOut(timeout_s or 0, "its thread, which cannot be stopped, was left "
+                               "behind and another started") from None
         except Exception as exc:  # noqa: BLE001 - the Scorer broke its contract: retry upstream
             raise WorkerCrashed(f"{type(exc).__name__}: {exc}") from exc
 
     def problem(self) -> str | None:
-        return None if self._pool is not None else "not started"
+        if self._jobs is None:
+            return "not started"
+        if self.stuck >= self.concurrency:
+            return (f"{self.stuck} of its scoring threads are stuck in calls past "
+                    "batch_timeout_s and a thread cannot be stopped: it takes no more work "
+                    "until one returns (serve it with workers: 1 to have a stuck call's "
+                    "process replaced)")
+        return None
 
     async def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
+        if self._jobs is not None:
+            for _ in range(self.concurrency):
+                self._jobs.put(None)
         if self.scorer is not None:
             self.scorer.close()
 
@@ -141,7 +248,6 @@ def exit_with(pid: int) -> None:
     follow it through their parent-death signal or their closed pipes.
     """
     import select
-    import threading
 
     try:
         fd = os.pidfd_open(pid)
@@ -216,12 +322,22 @@ class ProcessWorker:
             return "none of its worker processes is alive"
         return None
 
-    async def run(self, groups: list[list[Sample]]) -> list[list[Score]]:
+    async def run(self, groups: list[list[Sample]],
+                  timeout_s: float | None = None) -> list[list[Score]]:
         pool = self._pool
         assert pool is not None, "worker not started"
         loop = asyncio.get_running_loop()
         try:
-            return await loop.run_in_executor(pool, _score_in_process, groups)
+            return await asyncio.wait_for(loop.run_in_executor(pool, _score_in_process, groups),
+                                          timeout_s)
+        except (asyncio.CancelledError, asyncio.TimeoutError) as exc:  # past its deadline, or
+            # the server stops: a process is stuck in it, and a pool cannot stop one task
+            if self._pool is pool:
+                self._kill_pool()
+            if isinstance(exc, asyncio.TimeoutError):
+                raise CallTimedOut(timeout_s or 0, "the worker processes were killed and "
+                                   "replaced") from None
+            raise
         except BrokenProcessPool as exc:
             # Several batches may see the same dead pool: only the first replaces it.
             if self._pool is pool:
@@ -231,6 +347,17 @@ class ProcessWorker:
             raise WorkerCrashed(f"a worker process died: {exc}") from exc
         except Exception as exc:  # noqa: BLE001 - pickling or Scorer failure: retry upstream
             raise WorkerCrashed(f"{type(exc).__name__}: {exc}") from exc
+
+    def _kill_pool(self) -> None:
+        """Kill the pool's processes and start a new pool (the batches still in the old one
+        see it broken and are retried)."""
+        pool = self._pool
+        assert pool is not None
+        for process in list((getattr(pool, "_processes", None) or {}).values()):
+            process.kill()
+        pool.shutdown(wait=False, cancel_futures=True)
+        self._pool = self._new_pool()
+        self.restarts += 1
 
     async def close(self) -> None:
         if self._pool is not None:
@@ -302,6 +429,7 @@ class PipeWorker:
         self._conn: multiprocessing.connection.Connection | None = None
         self._lock: asyncio.Lock | None = None
         self._at_exit: functools.partial | None = None
+        self._stale = False  # its process was killed in a call: replace it before the next
 
     async def start(self) -> None:
         self._lock = asyncio.Lock()
@@ -319,7 +447,7 @@ class PipeWorker:
                                   name="rewardkit-model-worker")
         process.start()
         theirs.close()
-        self._process, self._conn = process, ours
+        self._process, self._conn, self._stale = process, ours, False
         self._at_exit = functools.partial(_end_worker, ours, process)
         atexit.register(self._at_exit)
         try:
@@ -356,10 +484,13 @@ class PipeWorker:
         if status != "ready":
             raise WorkerCrashed(f"the replacement worker process failed to start: {value}")
 
-    async def run(self, groups: list[list[Sample]]) -> list[list[Score]]:
+    async def run(self, groups: list[list[Sample]],
+                  timeout_s: float | None = None) -> list[list[Score]]:
         assert self._lock is not None, "worker not started"
         async with self._lock:
-            if self._process is None or not self._process.is_alive():
+            if self._stale:
+                await self._replace()
+            elif self._process is None or not self._process.is_alive():
                 log.warning("the worker process of %r had ended (exit code %s) between batches; "
                             "starting another", self.source.spec,
                             getattr(self._process, "exitcode", None))
@@ -367,7 +498,17 @@ class PipeWorker:
             assert self._conn is not None
             try:
                 self._conn.send(groups)
-                status, value = await self._receive()
+                status, value = await asyncio.wait_for(self._receive(), timeout_s)
+            except (asyncio.CancelledError, asyncio.TimeoutError) as exc:  # past its deadline,
+                # or the server stops: the process is stuck in the call; end it now, the next
+                # batch starts another
+                if self._process is not None:
+                    self._process.kill()
+                self._stale = True
+                if isinstance(exc, asyncio.TimeoutError):
+                    raise CallTimedOut(timeout_s or 0, "the worker process was killed and is "
+                                       "replaced") from None
+                raise
             except (EOFError, OSError) as exc:
                 await self._replace()
                 raise WorkerCrashed(f"the worker process died: {exc!r}") from exc
