@@ -236,14 +236,16 @@ def unsimplified_work(row: AuditRow, rng: random.Random) -> list:
 
 
 @family("percent_scale", ATTACK, "math",
-        "the gold with a percent sign (G% is G/100) or scaled by 100 with one: the value "
-        "changed by a factor of 100")
+        "the gold with a percent sign (G% is G/100) or multiplied by 100 without one: the value "
+        "changed by a factor of 100 (G% is left out where the problem asks for a percent)")
 def percent_scale(row: AuditRow, rng: random.Random) -> list:
     value = as_fraction(_gold(row))
     if value is None or value == 0:
         return []
-    return [WORK + f"The final answer is {plain(value)}%.",
-            WORK + f"So the answer is $\\boxed{{{plain(value * 100)}\\%}}$."]
+    out = [WORK + f"So the answer is $\\boxed{{{plain(value * 100)}}}$."]
+    if not re.search(r"percent|%", row.prompt_text, re.IGNORECASE):
+        out.insert(0, WORK + f"The final answer is {plain(value)}%.")
+    return out
 
 
 @family("unit_scale", ATTACK, "math",
