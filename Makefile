@@ -22,7 +22,7 @@ demo: setup
 	    --reference-field reward_model.ground_truth -o runs/demo/scored.jsonl --overwrite
 
 test: setup
-	$(PY) -m pytest
+	$(PY) -m pytest -n 2 --dist loadfile
 
 # The trainer on the oldest transformers the train extra allows (pyproject: transformers>=4.45).
 FLOOR_VENV ?= .venv-floor

@@ -87,3 +87,17 @@ def load_script(path: Any, name: str) -> Any:
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+
+# `make test` runs the suite on two workers, a file to a worker (`-n 2 --dist loadfile`: a
+# file's module fixtures are built once). A worker takes the next file when it is free, so the
+# files that take a minute or more go first: started last, one would run alone at the end.
+LONGEST_FIRST = ("test_gpu_checks_script.py", "test_overoptimisation_experiment.py",
+                 "test_trainer_learning.py", "test_trainer_loop.py", "test_ray_serve.py",
+                 "test_trainer_distributed.py", "test_trainer_checkpoint.py",
+                 "test_models_learning.py", "test_ray_data.py")
+
+
+def pytest_collection_modifyitems(config: Any, items: list) -> None:
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: order kept within

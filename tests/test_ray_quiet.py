@@ -24,6 +24,9 @@ class FakeRay:
 def test_init_ray_turns_usage_stats_off_and_logs_to_warnings(monkeypatch):
     monkeypatch.delenv("RAY_USAGE_STATS_ENABLED", raising=False)
     monkeypatch.delenv(quiet.LOG_LEVEL_ENV, raising=False)
+    serve_logger = logging.getLogger("ray.serve")  # as before any Ray Serve in this process
+    monkeypatch.setattr(serve_logger, "handlers", [])
+    monkeypatch.setattr(serve_logger, "level", logging.NOTSET)
     ray = FakeRay()
     quiet.init_ray(ray, address=None)
     assert ray.env == "0"
