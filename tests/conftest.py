@@ -91,11 +91,14 @@ def load_script(path: Any, name: str) -> Any:
 
 # `make test` runs the suite on two workers, a file to a worker (`-n 2 --dist loadfile`: a
 # file's module fixtures are built once). A worker takes the next file when it is free, so the
-# files that take a minute or more go first: started last, one would run alone at the end.
+# files that take longest (10-80 s each, run alone) go first: started last, one would run alone
+# at the end while the other worker idles.
 LONGEST_FIRST = ("test_gpu_checks_script.py", "test_overoptimisation_experiment.py",
-                 "test_trainer_learning.py", "test_trainer_loop.py", "test_ray_serve.py",
-                 "test_trainer_distributed.py", "test_trainer_checkpoint.py",
-                 "test_models_learning.py", "test_ray_data.py")
+                 "test_ray_serve.py", "test_server_health.py", "test_ray_data.py",
+                 "test_code_answer_styles.py", "test_sandbox_rootless.py",
+                 "test_server_hostile.py", "test_code_attacks_limits.py",
+                 "test_trainer_learning.py", "test_server_model_workers.py",
+                 "test_trainer_loop.py")
 
 
 def pytest_collection_modifyitems(config: Any, items: list) -> None:
