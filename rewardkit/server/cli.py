@@ -10,6 +10,8 @@ from typing import Any, Callable, Iterable
 from ..arguments import EXIT_FAILURE, HelpFormatter, parse_key_value
 from ..compose import ConfigError
 from ..registry import UnknownRewardError, is_config_path, resolve
+from .config import is_loopback, settings_from_file, settings_from_reward, token_from_env
+from .protocol import guarded_protocol
 
 EXIT_USAGE = 2
 
@@ -82,9 +84,6 @@ def _workers(text: str) -> int | str:
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
-    # deferred: pydantic and FastAPI (the serve extra) load only when serving
-    from .config import is_loopback, settings_from_file, settings_from_reward, token_from_env
-
     token = args.token or token_from_env()
     if not is_loopback(args.host) and not token:
         print(f"error: binding to {args.host} exposes the server beyond this machine; set a "
@@ -128,7 +127,6 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from .app import create_app
-    from .protocol import guarded_protocol
 
     raise_fd_limit()
     app = create_app(settings)
