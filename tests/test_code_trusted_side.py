@@ -97,9 +97,10 @@ def test_the_scorer_process_never_decodes_the_candidates_reply(monkeypatch):
     def refuse(*_a, **_k):
         raise AssertionError("decoded in the scorer's process")
 
-    from rewardkit.verifiers.code import harness
+    from rewardkit.verifiers.code import channel, harness
     monkeypatch.setattr(wire, "from_tree", refuse)
     monkeypatch.setattr(harness, "from_tree", refuse)
+    monkeypatch.setattr(channel, "from_tree", refuse)
     with CodeVerifier(pool_size=1, timeout=2.0) as v:
         score = _one(v, ADD, {"fn_name": "add", "inputs": [[1, 2], [3, 4]], "outputs": [3, 7]})
     assert score.value == 1.0, score.info
