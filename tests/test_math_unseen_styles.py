@@ -20,6 +20,8 @@ from tests.test_math_statements import _value
     ("My final answer would be $\\frac{3}{4}$.", "0.75"),
     ("The answer is 12 (since 3 × 4 = 12).", "12"),
     ("The answer is 7, not 8.", "7"),
+    ("She has \\$1,250 left. **Answer: 1250**", "1250"),  # "Answer:" starting a sentence
+    ("So x is 4. Answer: 4", "4"),
 ])
 def test_answer_phrases_are_read_by_their_shape(math_verifier, completion, gold):
     assert _value(math_verifier, gold, completion) == 1.0

@@ -28,12 +28,13 @@ _BOX = re.compile(r"\\(?:boxed|fbox)\s*")
 _BRACELESS = re.compile(r"[^\s$]+")
 # Answer phrases are read by their shape, not from a list: a determiner, at most two qualifiers
 # ("the correct answer", "our final answer"; never "the wrong answer"), adverbs on either side of
-# the verb ("the answer is therefore 9", "the answer, then, is 9") and a few verbs of stating.
+# the verb ("the answer is therefore 9", "the answer, then, is 9") and a few verbs of stating. A
+# bare "Answer:" starts a line or a sentence ("... left. **Answer: 1250**").
 _ADVERB = r"(?:[a-z]+ly|therefore|thus|then|hence|so|now|indeed|still|just|again)"
 _NEGATIVE_QUALIFIER = r"(?:wrong|incorrect|false|previous|earlier|initial|old|other|not|no|first|proposed)"
 _PHRASE = re.compile(
     r"(?:\b(?:the|our|my|your|final)[ \t]{1,4}(?:(?!" + _NEGATIVE_QUALIFIER + r"\b)[a-z]+[ \t]{1,4}){0,2}?"
-    r"answer|^[ \t>#*_]*answer[*_]*)"
+    r"answer|(?:^|(?<=[.!?][ \t]))[ \t>#*_]*answer[*_]*)"
     r"(?:[ \t]{0,4},?[ \t]{0,4}" + _ADVERB + r",?)?[ \t]*"
     r"(?:is\b|:|=|would[ \t]+be\b|should[ \t]+be\b|must[ \t]+be\b|will[ \t]+be\b|equals\b)"
     r"(?:[ \t]{0,4},?[ \t]{0,4}" + _ADVERB + r"\b,?)?[ \t]*:?[ \t]*"
