@@ -138,6 +138,14 @@ class RewardTrainConfig(JobConfig):
     training pairs — n pairs drawn with replacement, seeded from ``seed + i`` (bagging, as
     Lakshminarayanan et al. 2017 and Coste et al. 2023 discuss); with ``heads`` each head
     weights each pair by its draw count. False: the same pairs, different seeds only."""
+    members_by_subset: bool = False
+    """With ``ensemble`` ≥ 2: member (or head) *i* trains only on the pairs whose ``subset``
+    is dealt to it — the distinct ``subset`` values of the training pairs, sorted, dealt
+    round-robin (value *j* to member *j* mod K) — instead of a bootstrap resample. Label each
+    pair with the kind of wrong answer its rejected side is (the model that wrote it, the
+    error type): members taught different wrong answers err in different places, so they
+    disagree where a policy exploits one of them, which members trained on resamples of the
+    same pairs do not (docs/overoptimisation.md). Needs at least K distinct subsets."""
 
     eval_every: int = 50
     """Evaluate on the held-out rows every N steps (and at the end); 0 only at the end."""
@@ -187,6 +195,9 @@ class RewardTrainConfig(JobConfig):
         if self.ensemble < 1:
             raise ConfigError(f"ensemble must be at least 1 (1 = one model, K >= 2 = K "
                               f"members), got {self.ensemble}")
+        if self.members_by_subset and self.ensemble < 2:
+            raise ConfigError("members_by_subset deals the pairs' subsets out to ensemble "
+                              "members; set ensemble to 2 or more, or drop members_by_subset")
         if self.ensemble > 1 and self.task != "rm":
             raise ConfigError(f"ensemble={self.ensemble} trains reward-model (task rm) "
                               f"ensembles; task {self.task} has none: set ensemble: 1, or "

@@ -73,6 +73,20 @@ def bootstrap_indices(n: int, seed: int) -> np.ndarray:
     return np.sort(rng.integers(0, n, size=n)) if n else np.zeros(0, dtype=np.int64)
 
 
+def subset_members(subsets: Sequence[str], k: int) -> np.ndarray:
+    """Which member each pair belongs to under ``members_by_subset``: the distinct subsets,
+    sorted, dealt round-robin to the K members. An error with fewer distinct subsets than
+    members, since a member would have no pairs."""
+    names = sorted(set(subsets))
+    if len(names) < k:
+        raise ConfigError(f"members_by_subset: the training pairs have {len(names)} distinct "
+                          f"subset value(s) ({', '.join(names[:8])}) for {k} members; label "
+                          f"the pairs with at least {k} kinds (the `subset` field), or train "
+                          "fewer members")
+    member = {name: j % k for j, name in enumerate(names)}
+    return np.array([member[s] for s in subsets], dtype=np.int64)
+
+
 def bootstrap_counts(n: int, seed: int) -> np.ndarray:
     """How often each of the n pairs is drawn in :func:`bootstrap_indices` (a
     Multinomial(n, 1/n) draw, summing to n)."""
@@ -126,7 +140,8 @@ def _report(cfg: RewardTrainConfig, form: str, values: np.ndarray,
                 m[out] = figures[key][m["name"]]
     for key in ("member_accuracy", "reward_mean", "reward_std"):
         figures.pop(key, None)
-    return {"form": form, "k": len(members), "bootstrap": cfg.bootstrap, "seed": cfg.seed,
+    return {"form": form, "k": len(members), "bootstrap": cfg.bootstrap,
+            "members_by_subset": cfg.members_by_subset, "seed": cfg.seed,
             "model": str(Path(cfg.output_dir) / "final"), "members": members, **figures}
 
 
@@ -160,15 +175,21 @@ class MemberTrainer(RewardTrainer):
     and whose training pairs are a bootstrap resample (when ``bootstrap``)."""
 
     def __init__(self, cfg: RewardTrainConfig, split_seed: int, bootstrap: bool,
-                 resume: str | Path | None = None) -> None:
-        self.split_seed, self.bootstrap = split_seed, bootstrap
+                 resume: str | Path | None = None,
+                 by_subset: tuple[int, int] | None = None) -> None:
+        self.split_seed, self.bootstrap, self.by_subset = split_seed, bootstrap, by_subset
         super().__init__(cfg, resume=resume)
 
     def _split(self, rows: list[Any], seed: int | None = None) -> tuple[list[Any], list[Any]]:
         train, held = super()._split(rows, seed=self.split_seed)
         self.pool_size = len(train)
-        self.resample = (bootstrap_indices(len(train), self.cfg.seed) if self.bootstrap
-                         else np.arange(len(train)))
+        if self.by_subset is not None:  # (member index, K): this member's subsets only
+            i, k = self.by_subset
+            self.resample = np.flatnonzero(subset_members([p.subset for p in train], k) == i)
+        elif self.bootstrap:
+            self.resample = bootstrap_indices(len(train), self.cfg.seed)
+        else:
+            self.resample = np.arange(len(train))
         self.train_rows = [train[i] for i in self.resample]
         return self.train_rows, held
 
@@ -205,11 +226,14 @@ class ModelsEnsembleTrainer:
     def member_config(self, i: int) -> RewardTrainConfig:
         """Member *i*'s own options: seed ``seed + i``, output ``OUTPUT/member_i``."""
         return dataclasses.replace(self.cfg, seed=self.cfg.seed + i, ensemble=1,
+                                   members_by_subset=False,  # its share: MemberTrainer's
                                    output_dir=str(self.output / f"member_{i}"))
 
     def member_trainer(self, i: int, resume: str | Path | None = None) -> MemberTrainer:
         return MemberTrainer(self.member_config(i), split_seed=self.cfg.seed,
-                             bootstrap=self.cfg.bootstrap, resume=resume)
+                             bootstrap=self.cfg.bootstrap, resume=resume,
+                             by_subset=((i, self.cfg.ensemble) if self.cfg.members_by_subset
+                                        else None))
 
     def train(self) -> dict[str, Any]:
         cfg = self.cfg
@@ -289,10 +313,20 @@ class HeadsEnsembleTrainer(RewardTrainer):
         super().__init__(cfg, resume=resume)
         k, n = self.cfg.ensemble, len(self.train_examples)
         self.head_names = [f"head_{j}" for j in range(k)]
-        self.counts = np.stack([bootstrap_counts(n, self.cfg.seed + j) if self.cfg.bootstrap
-                                else np.ones(n, dtype=np.int64) for j in range(k)], 1)
+        if self.cfg.members_by_subset:  # head j weighs only the pairs of its own subsets
+            member = subset_members(self.train_subsets, k)
+            self.counts = np.stack([(member == j).astype(np.int64) for j in range(k)], 1)
+        else:
+            self.counts = np.stack([bootstrap_counts(n, self.cfg.seed + j)
+                                    if self.cfg.bootstrap else np.ones(n, dtype=np.int64)
+                                    for j in range(k)], 1)
         for example, row in zip(self.train_examples, self.counts):
             example.weights = row.astype(float).tolist()
+
+    def _split(self, rows: list[Any], seed: int | None = None) -> tuple[list[Any], list[Any]]:
+        train, held = super()._split(rows, seed=seed)
+        self.train_subsets = [getattr(r, "subset", "all") for r in train]
+        return train, held
 
     def num_outputs(self) -> int:
         return self.cfg.ensemble
@@ -395,5 +429,6 @@ def ensemble_trainer(cfg: RewardTrainConfig, resume: str | Path | None = None
 
 
 __all__ = ["ModelsEnsembleTrainer", "HeadsEnsembleTrainer", "MemberTrainer", "ensemble_trainer",
-           "summarize", "format_report", "bootstrap_indices", "bootstrap_counts", "REPORT",
+           "summarize", "format_report", "bootstrap_indices", "bootstrap_counts", "subset_members",
+           "REPORT",
            "SIDECAR"]
