@@ -21,13 +21,25 @@ a learned model starts at what fits at the reward's recent cost per sample (the 
 at once on a slow batch and decays slowly), or at twice the largest batch recently seen to
 finish within the quantum if that is larger: a model's sample costs what its tokens cost, and
 on a GPU far more per sample in small batches than in large ones. Then the chunk doubles while
-the flow's batches stay within the quantum and shrinks to fit it when samples are slow. So a
-newcomer's first sample waits behind at most the batches in flight, one per slot, in which
-another request of a rule-based reward has at most one sample until its samples have shown
-they are fast (with two requests of slow samples and two slots: about four slow samples spread
-over the pool, two slow samples' time), or for a model about two quanta. And since a request
-is answered when its batch is done, every other batch of a rule-based reward takes only the
-requests not yet served, so that a newcomer's fast sample is not batched with slow ones.
+the flow's batches stay within the quantum and shrinks to fit it when samples are slow.
+
+**Newcomers first, in turn.** A request is answered when its batch is done, so a newcomer's
+fast sample batched with another request's slow ones waits for them. For a rule-based reward
+the queued flows fall in two groups: the *newcomers* (flows not yet served that have the fewest
+samples: a one-sample request before the first sample of a 16-sample one, whose request one
+sample does not finish) and the rest (flows already served, and larger unserved ones). When
+both wait, batches take one group at a time, in turn: the newcomers' batch goes first, and the
+rest are owed the next batch, so a stream of newcomers cannot starve the requests already
+served. **The bound:** a newcomer's first sample waits behind the samples being scored when it
+arrives (at most one batch per slot), at most one batch of the rest (when a batch of other
+newcomers just went), and the other newcomers of its size in its own batch; in any batch a
+request has at most its chunk (what fits in the quantum at its measured cost: one sample while
+its samples take the quantum). So with one other client's two requests of slow samples and two
+slots, a newcomer that comes while their first batches run waits behind at most 4 of their
+slow samples, and its own batch holds none. Each request's count is exported as
+the ``rewardkit_samples_ahead`` histogram (:attr:`Flow.behind`), a figure that does not depend
+on the machine's load. A model's requests are batched together as they come, newcomers or not
+(for a model, batching is the point; its wait is about two quanta).
 
 **Deadlines.** A scoring call still running after ``batch_timeout_s`` is abandoned: its samples
 get ``error_kind="timeout"`` (not retried: a retry would wait as long again), the worker stuck in
@@ -72,7 +84,8 @@ class Flow:
     ones already scored from :attr:`scores` (None where not scored yet).
     """
 
-    __slots__ = ("samples", "scores", "future", "enqueued", "next", "left", "chunk")
+    __slots__ = ("samples", "scores", "future", "enqueued", "next", "left", "chunk", "behind",
+                 "mark")
 
     def __init__(self, samples: list[Sample], future: asyncio.Future, enqueued: float,
                  chunk: int) -> None:
@@ -83,6 +96,10 @@ class Flow:
         self.next = 0              # first sample not yet handed to a worker
         self.left = len(samples)   # samples without a Score yet
         self.chunk = chunk         # most samples of this flow per batch (see module docstring)
+        #: other requests' samples its first sample waited behind: being scored when it arrived,
+        #: handed to a worker before it, or in its batch (set when its first sample goes out)
+        self.behind = 0
+        self.mark = 0              # the batcher's count of samples handed out when it arrived
 
     @property
     def waiting(self) -> int:
@@ -126,7 +143,8 @@ class Batcher:
         self._loop_task: asyncio.Task | None = None
         self._running: set[asyncio.Task] = set()
         self._aborting = False  # the server stops: what is left gets error Scores
-        self._newcomers_first = True  # the next batch may take only flows not yet served
+        self._rest_owed = False  # a batch of newcomers went while other flows waited
+        self._handed = 0  # samples handed to the worker so far
         self._abort_timer: asyncio.TimerHandle | None = None
         self._per_sample_s: float | None = None  # rises at once, decays slowly
         self._fits = 1  # what fits in the quantum at the recent cost per sample
@@ -147,6 +165,7 @@ class Batcher:
             raise QueueFull(self.name, self.pending, self.max_queue_samples)
         loop = asyncio.get_running_loop()
         flow = Flow(samples, loop.create_future(), loop.time(), self._first_chunk(n))
+        flow.behind, flow.mark = self.pending - self._waiting, self._handed  # being scored now
         self._flows.append(flow)
         self._waiting += n
         self.pending += n
@@ -274,7 +293,7 @@ class Batcher:
                 taken[flow] = flow.waiting
                 budget -= flow.waiting
         else:
-            active = self._newcomers_apart(list(self._flows))
+            active = self._turn(list(self._flows))
             while budget > 0 and active:
                 share = max(1, budget // len(active))
                 still = []
@@ -294,29 +313,36 @@ class Batcher:
             self._flows = deque([f for f in self._flows if f not in taken])
             self._flows.extend(f for f in served if f.waiting > taken[f])
         segments = []
+        size = sum(taken.values())
         # Within the batch, the flow that has had the least service goes first: a scorer that
         # works through its batch in order reaches a newcomer's sample before a big flow's.
         for flow, k in sorted(taken.items(), key=lambda fk: fk[0].next):
+            if flow.next == 0:  # its first sample goes out
+                flow.behind += self._handed - flow.mark + size - k
+                self.metrics.samples_ahead.labels(self.name).observe(flow.behind)
             segments.append((flow, flow.next, flow.next + k))
             flow.next += k
             self._waiting -= k
+        self._handed += size
         return segments
 
-    def _newcomers_apart(self, flows: list[Flow]) -> list[Flow]:
-        """For a rule-based reward, every other batch takes only flows not yet served, if some
-        are queued beside served ones. A request is answered when its batch is done, so a
-        newcomer's fast sample batched with another request's slow ones would wait for them;
-        the alternation keeps a stream of newcomers from starving the requests already served."""
+    def _turn(self, flows: list[Flow]) -> list[Flow]:
+        """The flows the next batch may take. For a rule-based reward, the newcomers (flows not
+        yet served with the fewest samples) and the rest take batches in turn when both wait,
+        the newcomers first (see the module docstring); a model's batch takes every flow."""
         if self.cost_follows_size:
             return flows
-        if not self._newcomers_first:
-            self._newcomers_first = True
-            return flows
         fresh = [f for f in flows if f.next == 0]
-        if fresh and len(fresh) < len(flows):
-            self._newcomers_first = False
-            return fresh
-        return flows
+        fewest = min((f.waiting for f in fresh), default=0)
+        newcomers = {f for f in fresh if f.waiting == fewest}
+        if not newcomers or len(newcomers) == len(flows):
+            self._rest_owed = False
+            return flows
+        if self._rest_owed:
+            self._rest_owed = False
+            return [f for f in flows if f not in newcomers]
+        self._rest_owed = True
+        return [f for f in flows if f in newcomers]
 
     async def _dispatch(self, batch: list[Segment]) -> None:
         n = sum(end - start for _, start, end in batch)

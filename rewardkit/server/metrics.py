@@ -9,12 +9,14 @@ from prometheus_client import (CONTENT_TYPE_LATEST, CollectorRegistry, Counter, 
                                generate_latest)
 
 _BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096)
+_AHEAD_BUCKETS = (0, 1, 2, 3, 4, 5, 6, 8, 12, 16, 32, 64, 128, 256, 1024, 4096)
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5,
                     10, 30, 60, 120)
 
 
 class ServerMetrics:
-    """Requests, samples, errors by kind, queue depth, batch sizes and latencies."""
+    """Requests, samples, errors by kind, queue depth, batch sizes, latencies, and the samples a
+    request's first sample waited behind (fairness)."""
 
     content_type = CONTENT_TYPE_LATEST
 
@@ -31,6 +33,10 @@ class ServerMetrics:
                                  ["reward"], registry=r)
         self.batch_size = Histogram("rewardkit_batch_samples", "samples per batch given to a "
                                     "Scorer", ["reward"], buckets=_BATCH_BUCKETS, registry=r)
+        self.samples_ahead = Histogram("rewardkit_samples_ahead", "other requests' samples a "
+                                       "request's first sample waited behind (being scored when "
+                                       "it arrived, handed to a worker before it, or in its "
+                                       "batch)", ["reward"], buckets=_AHEAD_BUCKETS, registry=r)
         self.batch_latency = Histogram("rewardkit_batch_seconds", "time to score one batch",
                                        ["reward"], buckets=_LATENCY_BUCKETS, registry=r)
         self.request_latency = Histogram("rewardkit_request_seconds", "request latency",
