@@ -107,3 +107,39 @@ def test_trainer_logs_the_disagreement_and_stops_without_reading_gold(tmp_path, 
     assert spreads == [1.0, 2.0, 3.0]
     assert all(r["eval/monitor_mean"] == 0.0 for r in rows if "eval/disagreement" in r)
     assert (tmp_path / "run" / "checkpoints" / "step-2").exists()
+
+
+def test_keep_before_stop_saves_the_policy_of_the_evaluation_before_the_stop(tmp_path,
+                                                                            monkeypatch):
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from transformers import AutoModelForCausalLM
+
+    from rewardkit import registry
+    from rewardkit.testing.arithmetic import DATA_DIR as ARITH, task_config
+    from rewardkit.trainer.loop import Trainer
+
+    monkeypatch.setattr(registry, "load", lambda spec, **o: GrowingDisagreement()
+                        if spec == "growing" else pytest.fail(f"loaded {spec}"))
+    cfg = task_config(tmp_path / "run", eval_data=str(ARITH / "test.jsonl"), eval_max_prompts=2,
+                      eval_samples=1, eval_every=1, save_every=1, steps=8, batch_size=4,
+                      group_size=2, monitor_reward="growing", stop_on_disagreement=2,
+                      keep_before_stop=True, tensorboard=False, learning_rate=1e-3)
+    trainer = Trainer(cfg, scorer=RisingProxy(), gold_scorer=Gold())
+    with pytest.raises(Overoptimised):
+        trainer.train()
+    assert trainer.step_count == 2
+    kept = tmp_path / "run" / "before_stop" / "final"
+    assert (tmp_path / "run" / "before_stop" / "step.txt").read_text().strip() == "1"
+    before = AutoModelForCausalLM.from_pretrained(kept).state_dict()
+    step1 = AutoModelForCausalLM.from_pretrained(
+        tmp_path / "run" / "checkpoints" / "step-1").state_dict()
+    step2 = AutoModelForCausalLM.from_pretrained(
+        tmp_path / "run" / "checkpoints" / "step-2").state_dict()
+    assert all(torch.equal(before[k], step1[k]) for k in step1)     # the step-1 policy
+    assert not all(torch.equal(step1[k], step2[k]) for k in step1)  # which differs from the stop
+
+
+def test_keep_before_stop_needs_the_stop():
+    with pytest.raises(ConfigError, match="keep_before_stop"):
+        TrainConfig(model="m", data="d", reward="math", keep_before_stop=True).validate()

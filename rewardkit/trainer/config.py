@@ -72,6 +72,12 @@ class TrainConfig(JobConfig):
     disagreement_margin: float = 0.0
     """``stop_on_disagreement`` counts an evaluation only when the disagreement exceeds
     ``(1 + margin)`` × its value at the first evaluation."""
+    keep_before_stop: bool = False
+    """With ``stop_on_disagreement``: also save the policy of the last evaluation before the
+    one that stopped the run, in ``output_dir/before_stop/final`` (loadable with
+    ``from_pretrained``). The rule fires once the policy has moved where the ensemble
+    disagrees; the evaluation before is the last policy seen where it still agreed. Costs one
+    copy of the policy's weights in CPU memory between evaluations."""
     reward_refresh: dict[str, Any] = field(default_factory=dict)
     """Options of the refresh: ``steps`` (50), ``learning_rate`` (3e-4), ``batch_size`` (16),
     ``max_pairs`` (2000, newest kept), ``pairs_per_group`` (4), ``data`` (a preference file
@@ -400,6 +406,9 @@ class TrainConfig(JobConfig):
                                            or self.kl_adapt_rate <= 0):
             raise ConfigError(f"kl_target ({self.kl_target}) needs kl_coef > 0 (the starting "
                               f"β, got {self.kl_coef}), kl_target > 0 and kl_adapt_rate > 0")
+        if self.keep_before_stop and not self.stop_on_disagreement:
+            raise ConfigError("keep_before_stop keeps the policy before a stop_on_disagreement "
+                              "stop; set stop_on_disagreement (and monitor_reward), or drop it")
         if self.stop_on_disagreement and not (self.monitor_reward and self.eval_data
                                               and self.eval_every):
             raise ConfigError("stop_on_disagreement needs monitor_reward (a reward ensemble) and "

@@ -13,13 +13,16 @@ trainer scores every evaluation's samples with it and logs ``eval/disagreement``
 uncertainty) and ``eval/monitor_mean`` (its mean reward). ``stop_on_disagreement: N`` stops the run once, for N evaluations in a row, the
 training reward rose while the disagreement rose, and the disagreement stands more than
 ``disagreement_margin`` (relative) above its value at the first evaluation. The policy kept is
-the one at the stop.
+the one at the stop; with ``keep_before_stop`` the policy of the evaluation before the stop
+is saved too (:class:`BeforeStop`).
 """
 from __future__ import annotations
 
-from typing import Sequence
+from pathlib import Path
+from typing import Any, Callable, Sequence
 
 from ..compose import ConfigError
+from ..runtime.checkpoint import save_final
 from ..types import Score
 from .overoptimisation import PROXY, Overoptimised
 
@@ -63,8 +66,13 @@ class DisagreementStop:
             self.streak = self.streak + 1 if rising and above else 0
         self.previous = (proxy, spread)
 
+    @property
+    def stopping(self) -> bool:
+        """The last evaluation is the one the rule stops at."""
+        return bool(self.patience and self.streak >= self.patience)
+
     def raise_if_diverging(self) -> None:
-        if self.patience and self.streak >= self.patience:
+        if self.stopping:
             raise Overoptimised(
                 f"stopped: the training reward and the monitor ensemble's disagreement rose for "
                 f"{self.streak} evaluations in a row (disagreement {self.previous[1]:.3f}, "
@@ -81,3 +89,37 @@ class DisagreementStop:
         self.previous = (tuple(previous)  # type: ignore[assignment]
                          if previous is not None else None)
         self.streak = int(state.get("streak", 0))
+
+
+class BeforeStop:
+    """The policy as it was at the last evaluation that did not stop the run, kept on the CPU
+    so that a stop can save it. Why a copy: the stop is decided after the policy has moved on
+    (the evaluation that fires), and by then the earlier weights are gone."""
+
+    def __init__(self, enabled: bool, sharded: bool = False) -> None:
+        if enabled and sharded:
+            raise ConfigError("keep_before_stop copies the whole policy at each evaluation; a "
+                              "sharded run has no whole copy on one process: drop it")
+        self.enabled = enabled
+        self.step: int | None = None
+        self.state: dict[str, Any] | None = None
+
+    def remember(self, model: Any, step: int, stopping: bool) -> None:
+        """After an evaluation: keep this policy unless this evaluation is the one that
+        stops the run."""
+        if self.enabled and not stopping:
+            self.state = {k: v.detach().to("cpu", copy=True)
+                          for k, v in model.state_dict().items()}
+            self.step = step
+
+    def save(self, model: Any, output: Path, policy: Any, say: Callable[[str], None]
+             ) -> Path | None:
+        """Load the kept weights into ``model`` (the run is over) and save them as a final
+        model in ``output/before_stop/final``; None when nothing was kept."""
+        if self.state is None:
+            return None
+        model.load_state_dict(self.state)
+        where = save_final(output / "before_stop", model, policy.tokenizer, policy.uses_lora)
+        (output / "before_stop" / "step.txt").write_text(f"{self.step}\n")
+        say(f"the policy of step {self.step}, the evaluation before the stop, is in {where}")
+        return where

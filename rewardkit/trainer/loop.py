@@ -42,7 +42,7 @@ from ..runtime.schedule import lr_factor
 from ..runtime.steps import Every, run_steps
 from .reward_refresh import refreshed_reward
 from .overoptimisation import OveroptimisationMonitor, plot_proxy_and_gold_against_kl
-from .early_stop import DisagreementStop
+from .early_stop import BeforeStop, DisagreementStop
 from .kl_control import KLController
 from .losses import (aggregate, clipped_policy_loss, kl_penalty, logprobs_and_entropy,
                      top_entropy_mask, value_loss)
@@ -126,6 +126,7 @@ class Trainer:
         self.signal = SignalMonitor(cfg.stop_without_signal)
         self.overoptimisation = OveroptimisationMonitor(cfg.stop_on_overoptimisation)
         self.early_stop = DisagreementStop(cfg.stop_on_disagreement, cfg.disagreement_margin)
+        self.before_stop = BeforeStop(cfg.keep_before_stop, sharded=self.dist.sharded)
         self.kl = KLController(cfg.kl_coef, cfg.kl_target, cfg.kl_adapt_rate)
         self.optimizer = torch.optim.AdamW(params, lr=cfg.learning_rate, betas=cfg.adam_betas,
                                            weight_decay=cfg.weight_decay)
@@ -501,6 +502,8 @@ class Trainer:
         except NoLearningSignal:  # the step itself finished: keep it, and what was logged
             self._step_start = None
             self.interrupt_checkpoint = self.save()
+            if self.early_stop.stopping and self.dist.is_main:
+                self.before_stop.save(unwrap(self.model), self.output, self.policy, self._say)
             self.logger.close()
             self._plot_overoptimisation()
             raise
@@ -541,6 +544,7 @@ class Trainer:
         metrics = self.evaluate()
         metrics.update(self.overoptimisation.update(metrics, step_metrics.get("kl")))
         self.early_stop.update(metrics)
+        self.before_stop.remember(unwrap(self.model), self.step_count, self.early_stop.stopping)
         self._say(evaluation_line(self.step_count, metrics, self.logger.path))
         return metrics
 
