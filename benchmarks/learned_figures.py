@@ -88,11 +88,13 @@ def eval_prm(model: Path) -> dict[str, Any]:
     return out
 
 
-def eval_implicit(base: Path, options: dict[str, Any] | None = None) -> dict[str, Any]:
+def eval_implicit(base: Path, options: dict[str, Any] | None = None,
+                  rm_file: str = "rm_slices.jsonl", prm_file: str = "prm_slices.jsonl"
+                  ) -> dict[str, Any]:
     """A causal LM read by ``implicit_reward`` (reference-free unless ``options`` name a
-    ``reference``): pair accuracy per slice, and ProcessBench F1 per slice with the step
-    threshold that gives the best F1 on the PRM training rows (picked there, never on a
-    held-out file), beside F1 at 0.5."""
+    ``reference``): pair accuracy per slice of ``rm_file``, and ProcessBench F1 per slice of
+    ``prm_file`` with the step threshold that gives the best F1 on the PRM training rows
+    (picked there, never on a held-out file), beside F1 at 0.5."""
     import rewardkit
     from rewardkit import Sample
     from rewardkit.models.data import read_pairs, read_solutions
@@ -100,7 +102,7 @@ def eval_implicit(base: Path, options: dict[str, Any] | None = None) -> dict[str
 
     scorer = rewardkit.load("implicit_reward", model=str(base), device=SETTINGS["device"],
                             **(options or {}))
-    rm = evaluate_reward_model(scorer, read_pairs(str(DATA / "rm_slices.jsonl")))
+    rm = evaluate_reward_model(scorer, read_pairs(str(DATA / rm_file)))
 
     def step_scores(name: str) -> tuple[list[Any], list[Any]]:
         rows = read_solutions(str(DATA / name))
@@ -115,7 +117,7 @@ def eval_implicit(base: Path, options: dict[str, Any] | None = None) -> dict[str
     train_rows, train_steps = step_scores("prm_train.jsonl")
     on_train = {t: report(train_rows, train_steps, t)["overall"]["f1"] for t in THRESHOLDS}
     picked = max(THRESHOLDS, key=lambda t: (on_train[t], t))
-    rows, steps = step_scores("prm_slices.jsonl")
+    rows, steps = step_scores(prm_file)
     keep = ("f1", "error_accuracy", "correct_accuracy")
     prm = {}
     for t in sorted({picked, 0.5}, reverse=True):

@@ -13,6 +13,7 @@ import pytest
 pytest.importorskip("torch")
 
 from rewardkit.models import arithmetic  # noqa: E402
+from rewardkit.models import arithmetic_out_of_kind as out_of_kind  # noqa: E402
 from rewardkit.models.data import read_pairs  # noqa: E402
 from rewardkit.models.heuristics import pair_heuristics  # noqa: E402
 
@@ -104,8 +105,69 @@ def test_the_shipped_data_files_are_what_build_py_writes(tmp_path):
     """Every shipped reward and held-out file, and the broad base's replay file, come out of
     ``build.py`` byte for byte (the figures in docs/learned.md were measured on them)."""
     _build(tmp_path, "--replay-rows", "10000")
-    for name in ("rm_train", "rm_test", "rm_slices", "prm_train", "prm_test", "prm_slices"):
+    for name in ("rm_train", "rm_test", "rm_slices", "prm_train", "prm_test", "prm_slices",
+                 "rm_out_of_kind", "prm_out_of_kind"):
         assert (tmp_path / f"{name}.jsonl").read_bytes() == \
             (LEARNED / f"{name}.jsonl").read_bytes(), name
     assert (tmp_path / "lm_replay.jsonl").read_bytes() == \
         (LEARNED / "broad" / "lm_replay.jsonl").read_bytes()
+
+
+def _jsonl(name: str) -> list[dict]:
+    return [json.loads(line) for line in open(LEARNED / name)]
+
+
+def test_out_of_kind_pairs_leave_every_trivial_rule_at_a_coin_in_both_forms():
+    """Directions alternate and every result keeps its length, so per slice and form the
+    length and size rules cannot tell at all (exactly 0.5)."""
+    rows = _jsonl("rm_out_of_kind.jsonl")
+    report = pair_heuristics(read_pairs(str(LEARNED / "rm_out_of_kind.jsonl")))
+    subsets = {r["subset"] for r in rows}
+    assert len(subsets) == 2 * len(out_of_kind.SLICES)
+    for subset in subsets:
+        assert report[subset]["shorter"]["n"] == 150
+        for rule in ("shorter", "longer", "smaller", "larger"):
+            assert report[subset][rule]["accuracy"] == 0.5, (subset, rule)
+        assert abs(report[subset]["overlap"]["accuracy"] - 0.5) < 0.05, subset
+    bare = [r for r in rows if r["form"] == "bare"]
+    assert all(r["chosen"].isdigit() and r["rejected"].isdigit() for r in bare)
+
+
+def _problem(row: dict) -> list[int]:
+    steps = [s.replace(" ", "") for s in row["completions"]]
+    return [int(x) for x in _ops("\n".join(steps)).split("+")]
+
+
+def test_slices_named_in_range_are_in_the_broad_bases_range_and_the_others_are_not():
+    """No slice the base learned from is called out of kind: the broad base saw first numbers
+    1-499, addends of 1-2 digits, 2-6 steps, never spaced."""
+    broad = arithmetic.LM_SPECS["broad"]
+    for row in _jsonl("prm_out_of_kind.jsonl"):
+        ops = _problem(row)
+        inside = (broad.start[0] <= ops[0] <= broad.start[1] and all(x < 100 for x in ops[1:])
+                  and broad.steps[0] <= len(ops) - 1 <= broad.steps[1]
+                  and " + " not in row["prompt"])
+        assert inside == row["in_range"] == out_of_kind.SLICES[row["subset"]].in_range, row
+
+
+def test_each_mistake_is_the_kind_its_slice_names():
+    for row in _jsonl("prm_out_of_kind.jsonl"):
+        if row["label"] < 0:
+            continue
+        ops, at = _problem(row), row["label"]
+        total = sum(ops[:at + 1])
+        right, wrong = total + ops[at + 1], int(row["completions"][at].split("=")[1])
+        kind = out_of_kind.SLICES[row["subset"]].mistake
+        if kind == "units_off_1_3":
+            assert 1 <= abs(wrong - right) <= 3 and wrong // 10 == right // 10
+        elif kind == "carry":
+            carries = total % 10 + ops[at + 1] % 10 >= 10
+            assert wrong - right == (-10 if carries else 10)
+        elif kind == "transposed":
+            a, b = str(right), str(wrong)
+            swapped = [i for i in range(len(a)) if a[i] != b[i]]
+            assert len(swapped) == 2 and swapped[1] == swapped[0] + 1
+            assert a[swapped[0]] == b[swapped[1]] and a[swapped[1]] == b[swapped[0]]
+        else:
+            differ = [i for i, (x, y) in enumerate(zip(str(right), str(wrong))) if x != y]
+            assert len(str(right)) == len(str(wrong)) and len(differ) == 1

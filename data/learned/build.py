@@ -8,6 +8,13 @@ Writes, with no problem shared between any two files (each file draws its own pr
   rm_slices.jsonl / prm_slices.jsonl  held-out slices, ``subset`` = the slice's name (more steps,
                                       larger operands, an unseen template, one digit position,
                                       one direction; rewardkit.models.arithmetic.SLICES)
+  rm_out_of_kind.jsonl                slices in the broad base's range with mistakes the reward
+  prm_out_of_kind.jsonl               data never made, and slices out of its range in kind
+                                      (first numbers 500-4999, 7-8 steps, 3-digit addends,
+                                      spaced format); pairs in both forms, bare answer and
+                                      worked (``subset`` NAME/bare, NAME/worked); drawn last,
+                                      sharing no problem with any file or either base
+                                      (rewardkit.models.arithmetic_out_of_kind.SLICES)
   base/                               the arithmetic policy with "\\n", "<step>" and the template
                                       words in its tokenizer, to start reward models from
   lm_base/                            base/ trained further as a language model on right worked
@@ -25,7 +32,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from rewardkit.models import arithmetic
+from rewardkit.models import arithmetic, arithmetic_out_of_kind
 from rewardkit.testing.arithmetic import write_jsonl
 
 
@@ -67,6 +74,8 @@ def main() -> None:
     parser.add_argument("--replay-rows", type=int, default=0,
                         help="also write lm_replay.jsonl: the first N problems lm_base/ learned "
                              "from, with their right worked solutions (0: none)")
+    parser.add_argument("--out-of-kind", type=int, default=150,
+                        help="pairs per out-of-kind slice and form, and stepwise rows per slice")
     parser.add_argument("--lm-spec", choices=sorted(arithmetic.LM_SPECS), default="train",
                         help="which problems lm_base/ learns from (rewardkit.models.arithmetic."
                              "LM_SPECS): train (default, the reward data's distribution; every "
@@ -101,8 +110,24 @@ def main() -> None:
     write_jsonl(rm_rows, args.out / "rm_slices.jsonl")
     write_jsonl(prm_rows, args.out / "prm_slices.jsonl")
     # drawn after every other file's problems, so it shares none of them
+    before_lm = set(seen)
     lm_problems = arithmetic.make_problems(args.lm_problems, arithmetic.LM_SPECS[args.lm_spec],
                                            s + 50, seen)
+    # out-of-kind slices last, sharing no problem with either base (whichever --lm-spec built
+    # this one), so the files are the same for both
+    taken = set(seen)
+    for spec in arithmetic.LM_SPECS.values():
+        learned = set(before_lm)
+        arithmetic.make_problems(args.lm_problems, spec, s + 50, learned)
+        taken |= learned
+    ook_rm, ook_prm = [], []
+    for i, name in enumerate(arithmetic_out_of_kind.SLICES):
+        ook_rm += arithmetic_out_of_kind.preference_rows(name, args.out_of_kind, s + 300 + 10 * i,
+                                                         taken)
+        ook_prm += arithmetic_out_of_kind.stepwise_rows(name, args.out_of_kind,
+                                                        s + 305 + 10 * i, taken)
+    write_jsonl(ook_rm, args.out / "rm_out_of_kind.jsonl")
+    write_jsonl(ook_prm, args.out / "prm_out_of_kind.jsonl")
     if args.replay_rows:
         write_jsonl([{"prompt": pb.prompt, "completion": "\n".join(arithmetic.solve(pb.ops))}
                      for pb in lm_problems[:args.replay_rows]], args.out / "lm_replay.jsonl")

@@ -176,6 +176,32 @@ def _reward_for(args: argparse.Namespace) -> str:
     return "implicit_reward" if causal else default
 
 
+FORMS = ("bare", "worked")
+"""Subsets named ``SLICE/bare`` and ``SLICE/worked`` hold the two forms of one slice's pairs
+(a final answer alone, a worked solution); ``eval rm`` prints them side by side."""
+
+
+def forms_side_by_side(subsets: dict[str, Any]) -> str | None:
+    """A table with a row per slice and a column per form, when every subset is named
+    ``SLICE/FORM`` with a form of :data:`FORMS`; else None."""
+    split = [name.rpartition("/") for name in subsets]
+    if not split or any(not head or form not in FORMS for head, _, form in split):
+        return None
+
+    def cell(block: dict[str, Any] | None) -> str:
+        if block is None:
+            return f"{'-':>22}"
+        low, high = block["ci95"]
+        return f"{block['accuracy']:.3f} ({low:.3f}-{high:.3f})".rjust(22)
+
+    slices = list(dict.fromkeys(head for head, _, _ in split))
+    lines = [f"  {'slice':<20}" + "".join(f"{form:>22}" for form in FORMS)]
+    for name in slices:
+        lines.append(f"  {name:<20}" + "".join(cell(subsets.get(f"{name}/{form}"))
+                                                for form in FORMS))
+    return "\n".join(lines)
+
+
 def run_eval(args: argparse.Namespace) -> int:
     try:
         if args.kind == "rm":
@@ -203,7 +229,10 @@ def run_eval(args: argparse.Namespace) -> int:
         low, high = overall["ci95"]
         print(f"pairwise accuracy {overall['accuracy']:.3f} (95% CI {low:.3f}-{high:.3f}), "
               f"n={overall['n']}")
-        for name, block in report["subsets"].items():
+        forms = forms_side_by_side(report["subsets"])
+        if forms is not None:
+            print(forms)
+        for name, block in report["subsets"].items() if forms is None else ():
             low, high = block["ci95"]
             print(f"  {name}: {block['accuracy']:.3f} ({low:.3f}-{high:.3f}, n={block['n']})")
         if "heuristics" in report:

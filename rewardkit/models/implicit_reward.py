@@ -31,6 +31,10 @@ A step's tokens are those inside its text; the separators between steps and the 
 ``--threshold`` on training rows: a ``relative`` step below e^-3 ≈ 0.05 is one whose worst token
 is 20 times less likely than the model's best guess).
 
+**Bare answers** (``verify="generate"``): a completion that is only a final answer is checked
+against the model's own worked solutions, generated from the prompt (:mod:`.own_solutions`);
+worked completions keep the reading above.
+
 Why a Scorer of its own: ``reward_model`` reads one logit from a classification head; here the
 reward is the model's log-likelihood of the tokens themselves, so every completion token is
 read (a vocabulary-sized row of logits each), and a model that predicts the right answer well
@@ -39,13 +43,14 @@ is already a verifier: a slip in one digit is a token it did not expect.
 from __future__ import annotations
 
 import math
+import re
 import time
 from dataclasses import dataclass
 from typing import Any, Sequence
 
 from ..scorer import Scorer
 from ..types import Sample, Score
-from . import encoding
+from . import encoding, own_solutions
 from .loading import (ModelLoadError, load_causal_lm, load_config, load_tokenizer, read_sidecar,
                       resolve_device_dtype)
 from .pass_plan import check_max_padding, forward_passes, padding_policy
@@ -95,6 +100,14 @@ class ImplicitRewardScorer(Scorer):
             is 1.2 GB).
         max_batch_size, max_padding, device, dtype, chat_template, plain_format, pad_token,
         trust_remote_code, error_value: as for ``reward_model``.
+        verify: ``likelihood`` (default: every completion read as above) or ``generate``: a
+            bare final answer (a completion that is one match of ``answer_pattern``) is scored
+            by the model's own worked solutions, ``beta`` · log Σ π(own steps, answer)
+            (:mod:`.own_solutions`); worked completions are read as with ``likelihood``.
+        num_solutions: own solutions per prompt for ``generate`` (default 1: greedy decoding;
+            more: beam search, the probabilities summed).
+        max_new_tokens: the longest own solution; one that does not end within it is left out.
+        answer_pattern: a regular expression for a final answer (default: a number).
     """
 
     name = "implicit_reward"
@@ -107,7 +120,9 @@ class ImplicitRewardScorer(Scorer):
                  device: str = "auto", dtype: str = "auto", chat_template: bool = True,
                  plain_format: str | None = None, pad_token: str | None = None,
                  trust_remote_code: bool = False, error_value: float = 0.0,
-                 name: str | None = None) -> None:
+                 name: str | None = None, verify: str = "likelihood", num_solutions: int = 1,
+                 max_new_tokens: int = 256,
+                 answer_pattern: str = own_solutions.ANSWER_PATTERN) -> None:
         if reduction not in REDUCTIONS:
             raise ModelLoadError(f"reduction must be one of {', '.join(REDUCTIONS)}, got "
                                  f"{reduction!r}")
@@ -119,6 +134,10 @@ class ImplicitRewardScorer(Scorer):
         if batch_tokens < 1 or (max_length is not None and max_length < 2):
             raise ModelLoadError("batch_tokens must be >= 1 and max_length >= 2")
         check_max_padding(max_padding)
+        self.answer_re = _check_verify(verify, num_solutions, max_new_tokens, answer_pattern,
+                                       reference, reduction)
+        self.verify, self.num_solutions = verify, num_solutions
+        self.max_new_tokens = max_new_tokens
         if not isinstance(model, str) or not model:
             raise ModelLoadError("model must be a local folder or a hub id (model=PATH_OR_ID)")
         self.name = name or self.name
@@ -152,6 +171,11 @@ class ImplicitRewardScorer(Scorer):
         self.step_sep = step_sep or self.sidecar.get("separator") or "\n\n"
         self.step_scores = step_scores if step_scores != "auto" else (
             "sigmoid" if reference is not None else "relative")
+        if verify == "generate":
+            try:
+                own_solutions.end_ids(self.model, self.tokenizer)
+            except ValueError as exc:
+                raise ModelLoadError(f"verify: generate: {exc}") from exc
 
     # -- encoding ---------------------------------------------------------------------------------
     def steps_of(self, sample: Sample) -> list[str] | None:
@@ -243,17 +267,110 @@ class ImplicitRewardScorer(Scorer):
         scores: list[Score | None] = [None] * len(samples)
         encoded: list[LikelihoodEncoding] = []
         where: list[int] = []
+        bare = [i for i, s in enumerate(samples) if self.is_bare(s)]
+        bare_set = set(bare)
         for i, s in enumerate(samples):
+            if i in bare_set:
+                continue
             try:
                 encoded.append(self.encode(s))
                 where.append(i)
             except Exception as exc:  # noqa: BLE001 - a bad sample gets its own error Score
                 scores[i] = Score.from_error(exc, self.error_value, kind="encode")
+        candidates = self.encode_bare(samples, bare, scores, encoded, where)
         model_lp, ref_lp = self.logprobs(encoded) if encoded else ([], None)
         elapsed = (time.perf_counter() - start) / max(1, len(samples))
+        totals: dict[int, list[float]] = {i: [] for i in candidates}
         for j, (i, e) in enumerate(zip(where, encoded)):
-            scores[i] = self.score_one(e, model_lp[j], ref_lp[j] if ref_lp else None, elapsed)
+            if i in candidates:
+                totals[i].append(math.fsum(model_lp[j][0]))
+            else:
+                scores[i] = self.score_one(e, model_lp[j], ref_lp[j] if ref_lp else None,
+                                           elapsed)
+        for i, (got, texts) in candidates.items():
+            scores[i] = self.score_bare(samples[i], got, texts, totals[i], elapsed)
         return [s for s in scores if s is not None]
+
+    # -- bare answers (verify="generate") ---------------------------------------------------------
+    def encode_bare(self, samples: list[Sample], bare: list[int], scores: list[Score | None],
+                    encoded: list[LikelihoodEncoding], where: list[int]
+                    ) -> dict[int, tuple[own_solutions.OwnSolutions, list[str]]]:
+        """Generate the own solutions of the bare samples and append one row per solution with
+        the sample's answer put in to ``encoded`` (its sample's index to ``where``); a sample
+        whose solutions fail gets its error Score. Per scored sample: its own solutions and the
+        texts read."""
+        candidates: dict[int, tuple[own_solutions.OwnSolutions, list[str]]] = {}
+        try:
+            owned = self.solutions_for([samples[i] for i in bare])
+        except Exception as exc:  # noqa: BLE001 - generation failed: those samples say so
+            owned = []
+            for i in bare:
+                scores[i] = Score.from_error(f"the model's own solutions could not be generated: "
+                                             f"{exc}", self.error_value, kind="generate")
+        for i, got in zip(bare, owned):
+            try:
+                texts = self.with_answer(samples[i], got)
+                rows = [self.encode(Sample(samples[i].prompt, t)) for t in texts]
+            except Exception as exc:  # noqa: BLE001 - a bad sample gets its own error Score
+                scores[i] = Score.from_error(exc, self.error_value, kind="generate")
+                continue
+            candidates[i] = (got, texts)
+            encoded += rows
+            where += [i] * len(rows)
+        return candidates
+
+    def is_bare(self, sample: Sample) -> bool:
+        """A completion that is only a final answer, read by the model's own solutions."""
+        return (self.verify == "generate" and not (sample.metadata or {}).get("steps")
+                and own_solutions.is_bare_answer(sample.completion, self.answer_re))
+
+    def solutions_for(self, samples: Sequence[Sample]) -> list[own_solutions.OwnSolutions]:
+        """The model's own solutions of each sample's prompt, every distinct prompt generated
+        once."""
+        if not samples:
+            return []
+        plain = not (self.use_chat_template and getattr(self.tokenizer, "chat_template", None))
+        prefixes = [encoding.render(self.tokenizer, s.prompt, "", self.use_chat_template,
+                                    self.plain_format)[0] for s in samples]
+        distinct = list(dict.fromkeys(prefixes))
+        got = own_solutions.generate(self.model, self.tokenizer, distinct, plain,
+                                     self.num_solutions, self.max_new_tokens, self.batch_tokens,
+                                     self.max_batch_size, self.device)
+        by_prefix = dict(zip(distinct, got))
+        return [by_prefix[p] for p in prefixes]
+
+    def with_answer(self, sample: Sample, got: own_solutions.OwnSolutions) -> list[str]:
+        """The own solutions with the sample's answer in place of theirs; raises, saying why,
+        when there is none to use."""
+        if not got.texts:
+            raise ValueError(f"none of the model's {self.num_solutions} own solutions ended "
+                             f"within max_new_tokens={self.max_new_tokens}; raise "
+                             "max_new_tokens")
+        answer = sample.completion.strip()
+        texts = [t for t in (own_solutions.with_answer(s, answer, self.answer_re)
+                             for s in got.texts) if t is not None]
+        if not texts:
+            raise ValueError(f"the model's own solutions hold no final answer matching "
+                             f"answer_pattern {self.answer_re.pattern!r} (best: "
+                             f"{got.texts[0][:200]!r})")
+        return texts
+
+    def score_bare(self, sample: Sample, got: own_solutions.OwnSolutions, texts: list[str],
+                   totals: list[float], seconds: float) -> Score:
+        """``beta`` · log Σ over the own solutions of π(their steps, the sample's answer)."""
+        if not all(math.isfinite(t) for t in totals):
+            return Score.from_error("the model returned a non-finite log-probability",
+                                    self.error_value, kind="nan")
+        top = max(totals)
+        marginal = top + math.log(math.fsum(math.exp(t - top) for t in totals))
+        answer = sample.completion.strip()
+        own = [a for a in (_final(t, self.answer_re) for t in got.texts) if a is not None]
+        info: dict[str, Any] = {
+            "verify": "generate", "logprob": marginal, "generated": got.texts[0],
+            "own_answers": own, "agrees": bool(own) and own[0] == answer,
+            "solutions_used": len(texts), "solutions_unfinished": got.unfinished,
+            "seconds": seconds, "num_steps": 1}
+        return Score(self.beta * marginal, steps=[math.exp(marginal)], info=info)
 
     def score_one(self, e: LikelihoodEncoding, got: tuple[list[float], list[float]],
                   ref: list[float] | None, seconds: float) -> Score:
@@ -286,6 +403,40 @@ class ImplicitRewardScorer(Scorer):
 
     def close(self) -> None:
         self.model = self.reference = None
+
+
+def _final(text: str, pattern: re.Pattern[str]) -> str | None:
+    """The last match of ``pattern`` in ``text`` (a solution's final answer), or None."""
+    found = [m.group(0) for m in pattern.finditer(text)]
+    return found[-1] if found else None
+
+
+def _check_verify(verify: str, num_solutions: int, max_new_tokens: int, answer_pattern: str,
+                  reference: str | None, reduction: str) -> re.Pattern[str]:
+    """Validate the bare-answer options; the compiled ``answer_pattern``."""
+    if verify not in own_solutions.VERIFY_MODES:
+        raise ModelLoadError(f"verify must be one of {', '.join(own_solutions.VERIFY_MODES)}, "
+                             f"got {verify!r}")
+    if not isinstance(num_solutions, int) or num_solutions < 1:
+        raise ModelLoadError(f"num_solutions must be a whole number >= 1, got {num_solutions!r}")
+    if not isinstance(max_new_tokens, int) or max_new_tokens < 1:
+        raise ModelLoadError(f"max_new_tokens must be a whole number >= 1, got "
+                             f"{max_new_tokens!r}")
+    try:
+        pattern = re.compile(answer_pattern)
+    except (re.error, TypeError) as exc:
+        raise ModelLoadError(f"answer_pattern is not a regular expression: {exc}") from exc
+    if pattern.fullmatch(""):
+        raise ModelLoadError("answer_pattern matches the empty text, so every blank completion "
+                             "would count as a bare answer; make it match an answer only")
+    if verify == "generate" and reference is not None:
+        raise ModelLoadError("verify: generate reads bare answers by the model's own solutions, "
+                             "reference-free; drop reference= or use verify: likelihood")
+    if verify == "generate" and reduction != "sum":
+        raise ModelLoadError("verify: generate sums the probability of the model's solutions "
+                             "that reach the answer (reduction: sum); a per-token mean of that "
+                             "sum has no meaning: drop reduction=mean")
+    return pattern
 
 
 def _sigmoid(x: float) -> float:
