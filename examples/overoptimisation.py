@@ -202,7 +202,7 @@ def run_policy(name: str, out: Path, data: dict[str, Path], args: argparse.Names
 
     import torch
 
-    torch.set_num_threads(1)
+    torch.set_num_threads(args.threads)
     spec = reward_spec(name, out, data, args)
     refresh = name == "refresh"
     watch = name == "disagreement_stop" or (name == "single" and getattr(args, "watch", False))
@@ -232,11 +232,14 @@ def run_policy(name: str, out: Path, data: dict[str, Path], args: argparse.Names
         monitor_reward=ensemble_spec(out, data) if watch else None,
         stop_on_disagreement=args.disagreement_patience if name == "disagreement_stop" else 0,
         disagreement_margin=args.disagreement_margin,
+        keep_before_stop=name == "disagreement_stop" and args.keep_before_stop,
         seed=seed, plots=True, progress=not args.quiet)
     try:
         train(cfg)
     except Overoptimised as exc:  # the early-stop arms end here, by design
         print(f"  {name} seed {seed}: stopped by the monitor ({exc})", flush=True)
+        if cfg.keep_before_stop and (run_dir / "before_stop").is_dir():
+            return curve(run_dir)[:-1]  # the policy kept is the evaluation's before the stop
     return curve(run_dir)
 
 
@@ -263,12 +266,13 @@ def replay_stop(name: str, points: list[dict[str, float]], args: argparse.Namesp
         def feed(p: dict[str, float]) -> None:
             stop.update({PROXY: p["proxy"], DISAGREEMENT: p["disagreement"]})
         check = stop.raise_if_diverging
+    back = int(name == "disagreement_stop" and args.keep_before_stop)
     for i, p in enumerate(points):
         feed(p)
         try:
             check()
         except Overoptimised:
-            return points[:i + 1]
+            return points[:max(i + 1 - back, 1)]
     return points
 
 
@@ -363,6 +367,15 @@ def over_seeds(per_seed: list[dict[str, Any]],
         high = [b is not None and s["gold_best"] >= b["gold_best"] - 1e-9
                 for s, b in zip(per_seed, single)]
         out["peak_at_least_single"] = f"{sum(high)}/{len(high)} seeds"
+        # the stricter reading for a stop arm, whose own peak is whatever it saw before it
+        # stopped: the final gold against the best gold the same seed's run reached at all
+        ratios = [s["gold_final"] / b["gold_best"] for s, b in zip(per_seed, single)
+                  if b is not None]
+        if ratios:
+            out["final_over_single_peak"] = {"mean": sum(ratios) / len(ratios),
+                                             "min": min(ratios), "max": max(ratios)}
+            out["keeps_90pct_of_single_peak"] = (f"{sum(r >= 0.9 for r in ratios)}/"
+                                                 f"{len(ratios)} seeds")
     return out
 
 
@@ -371,11 +384,14 @@ def table(summaries: dict[str, dict[str, Any]], labels: dict[str, str]) -> str:
         return f"{b['mean']:.3f} ({b['min']:.3f}–{b['max']:.3f})"
 
     head = ("| arm | gold at start | best gold | final gold | final / own peak | final ≥ 90% of "
-            "own peak | peak ≥ single proxy's | last step | final KL (k3, training batch) |\n"
-            "|---|---|---|---|---|---|---|---|---|\n")
+            "own peak | final / single proxy's peak | final ≥ 90% of single proxy's peak | "
+            "peak ≥ single proxy's | last step | final KL (k3, training batch) |\n"
+            "|---|---|---|---|---|---|---|---|---|---|---|\n")
     rows = "".join(
         f"| {labels[n]} | {f(s['gold_start'])} | {f(s['gold_best'])} | **{f(s['gold_final'])}** "
         f"| {f(s['final_over_peak'])} | {s['keeps_90pct_of_peak']} | "
+        f"{f(s['final_over_single_peak']) if 'final_over_single_peak' in s else '–'} | "
+        f"{s.get('keeps_90pct_of_single_peak', '–')} | "
         f"{s.get('peak_at_least_single', '–')} | {s['step_final']['mean']:.0f} "
         f"({s['step_final']['min']:.0f}–{s['step_final']['max']:.0f}) | {f(s['kl_final'])} |\n"
         for n, s in summaries.items())
@@ -427,6 +443,10 @@ def main() -> None:
     parser.add_argument("--disagreement-margin", type=float, default=0.1,
                         help="arm disagreement_stop: count an evaluation only when the "
                              "disagreement is this much (relative) above its first value")
+    parser.add_argument("--keep-before-stop", action=argparse.BooleanOptionalAction,
+                        default=False,
+                        help="arm disagreement_stop: the policy kept is the one of the "
+                             "evaluation before the stop (the trainer's keep_before_stop)")
     parser.add_argument("--stops", choices=("replay", "run"), default="replay",
                         help="arms early_stop and disagreement_stop: replay the stop rule on "
                              "the single proxy's run of the same seed, or train them again")
@@ -437,8 +457,12 @@ def main() -> None:
                         help="train nothing: tabulate and plot the policy runs under --out that "
                              "finished (an arm with fewer seeds shows those it has)")
     parser.add_argument("--jobs", type=int, default=2,
-                        help="policy runs at once, one process (and one thread) each; 1 runs "
-                             "them in this process")
+                        help="policy runs at once, one process each; 1 runs them in this "
+                             "process")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch threads of every process (reward models and policy runs): "
+                             "a sum's order depends on it, so a run with another count is an "
+                             "independent replicate, not a copy")
     parser.add_argument("--seed", type=int, default=0,
                         help="seed of the data and the reward models")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2],
@@ -452,10 +476,13 @@ def main() -> None:
 
     import torch
 
-    # One thread everywhere, as in the policy runs: a sum's order depends on the thread count,
-    # so reward models trained with the machine's default would differ from machine to machine
-    # (the proxy's held-out accuracy: 0.695 with two threads, 0.720 with one) and so would every arm.
-    torch.set_num_threads(1)
+    # A fixed thread count everywhere, as in the policy runs: a sum's order depends on it, so
+    # reward models trained with the machine's default would differ from machine to machine
+    # (the proxy's held-out accuracy: 0.695 with two threads, 0.720 with one) and so would every
+    # arm. --threads 2 is how the figures are replicated independently.
+    if args.threads < 1:
+        parser.error("--threads must be at least 1")
+    torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     out = args.out
     out.mkdir(parents=True, exist_ok=True)

@@ -128,7 +128,8 @@ def test_replayed_stops_cut_the_single_run_where_each_rule_fires():
     import argparse
 
     exp = _module()
-    args = argparse.Namespace(patience=2, disagreement_patience=2, disagreement_margin=0.1)
+    args = argparse.Namespace(patience=2, disagreement_patience=2, disagreement_margin=0.1,
+                              keep_before_stop=False)
     points = [{"step": 0, "proxy": -1.0, "gold": 0.30, "kl": 0.0, "disagreement": 1.00},
               {"step": 10, "proxy": -0.5, "gold": 0.35, "kl": 0.1, "disagreement": 1.05},
               {"step": 20, "proxy": 0.0, "gold": 0.38, "kl": 0.2, "disagreement": 1.20},
@@ -140,8 +141,38 @@ def test_replayed_stops_cut_the_single_run_where_each_rule_fires():
     # both rise from 10 on, above 1.1 × the first from 20: the second such evaluation is 30
     assert [p["step"] for p in exp.replay_stop("disagreement_stop", points, args)] == [
         0, 10, 20, 30]
+    # keeping the policy before the stop: the evaluation before 30 is the one kept
+    kept = exp.replay_stop("disagreement_stop", points, argparse.Namespace(
+        **{**vars(args), "keep_before_stop": True}))
+    assert [p["step"] for p in kept] == [0, 10, 20]
     calm = [dict(p, disagreement=1.0) for p in points]
     assert exp.replay_stop("disagreement_stop", calm, args) == calm   # never fires
     with pytest.raises(SystemExit, match="eval/disagreement"):
         exp.replay_stop("disagreement_stop", [{k: v for k, v in p.items()
                                                if k != "disagreement"} for p in points], args)
+
+
+def test_stop_arms_are_also_judged_against_the_single_proxys_peak_on_the_same_seed():
+    """A stop arm's own peak is whatever it saw before it stopped, so "final ≥ 90% of its own
+    peak" always holds for a stop at its best point: the table also reads the final gold
+    against the best gold the uncut run of the same seed reached."""
+    exp = _module()
+    single = [{"gold_best": 0.40, "gold_final": 0.01}, {"gold_best": 0.40, "gold_final": 0.01}]
+    stopped = [{"gold_start": 0.3, "gold_best": 0.37, "gold_final": 0.37, "kl_final": 0.1,
+                "step_final": 20},
+               {"gold_start": 0.3, "gold_best": 0.34, "gold_final": 0.34, "kl_final": 0.1,
+                "step_final": 20}]
+    out = exp.over_seeds(stopped, single)
+    assert out["keeps_90pct_of_peak"] == "2/2 seeds"            # its own peak: trivially
+    assert out["keeps_90pct_of_single_peak"] == "1/2 seeds"     # 0.34 < 0.9 × 0.40
+    assert out["final_over_single_peak"]["min"] == pytest.approx(0.85)
+    assert "final ≥ 90% of single proxy's peak" in exp.table({"single": out},
+                                                            {"single": "(a)"})
+
+
+def test_threads_option_is_checked(tmp_path, monkeypatch):
+    exp = _module()
+    monkeypatch.setattr(sys, "argv", ["overoptimisation.py", "--out", str(tmp_path),
+                                      "--threads", "0"])
+    with pytest.raises(SystemExit):
+        exp.main()
