@@ -21,8 +21,11 @@ demo: setup
 	$(VENV)/bin/rewardkit score data/demo/rollouts.jsonl --config data/demo/reward.yaml \
 	    --reference-field reward_model.ground_truth -o runs/demo/scored.jsonl --overwrite
 
+# Two workers, a file to a worker, in the order tests/conftest.py gives (LONGEST_FIRST):
+# without --no-loadscope-reorder, xdist re-sorts the files by how many tests each holds, and the
+# long files of few tests start last, one running alone at the end.
 test: setup
-	$(PY) -m pytest -n 2 --dist loadfile
+	$(PY) -m pytest -n 2 --dist loadfile --no-loadscope-reorder
 
 # The trainer on the oldest transformers the train extra allows (pyproject: transformers>=4.45).
 FLOOR_VENV ?= .venv-floor

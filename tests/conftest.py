@@ -2,9 +2,28 @@
 from __future__ import annotations
 
 import json
+import os
 from typing import Any, Callable
 
 import pytest
+
+
+def worker_threads() -> int | None:
+    """Under pytest-xdist, each worker's share of this machine's cores (at least one), for
+    torch's and OpenMP's thread pools. By default each worker's pool takes every core, so two
+    workers on two cores run four threads that spin waiting for each other
+    (tests/test_trainer_loop.py on a busy two-core machine: 81 CPU-s with two threads, 26 with
+    one). None outside xdist: a serial run keeps the defaults."""
+    workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+    if not workers:
+        return None
+    return max(1, len(os.sched_getaffinity(0)) // int(workers))
+
+
+# Set before any test module imports torch (xdist names the worker before conftest loads);
+# the worker's subprocesses inherit it. A value the user set is kept.
+if worker_threads() is not None:
+    os.environ.setdefault("OMP_NUM_THREADS", str(worker_threads()))
 
 
 @pytest.fixture(scope="session")
@@ -89,16 +108,20 @@ def load_script(path: Any, name: str) -> Any:
     return module
 
 
-# `make test` runs the suite on two workers, a file to a worker (`-n 2 --dist loadfile`: a
-# file's module fixtures are built once). A worker takes the next file when it is free, so the
-# files that take longest (10-80 s each, run alone) go first: started last, one would run alone
-# at the end while the other worker idles.
+# `make test` runs the suite on two workers, a file to a worker (`-n 2 --dist loadfile
+# --no-loadscope-reorder`: a file's module fixtures are built once, and the files go out in this
+# order). A worker takes the next file when it is free, so the files that take longest go first,
+# by their measured time (`--durations=0`, summed per file): started last, one would run alone at
+# the end while the other worker idles. The files not named here take a few seconds each.
 LONGEST_FIRST = ("test_gpu_checks_script.py", "test_overoptimisation_experiment.py",
-                 "test_ray_serve.py", "test_server_health.py", "test_ray_data.py",
-                 "test_code_answer_styles.py", "test_sandbox_rootless.py",
-                 "test_server_hostile.py", "test_code_attacks_limits.py",
-                 "test_trainer_learning.py", "test_server_model_workers.py",
-                 "test_trainer_loop.py")
+                 "test_models_learning.py", "test_trainer_loop.py", "test_ray_serve.py",
+                 "test_trainer_learning.py", "test_server_model_workers.py", "test_ray_data.py",
+                 "test_server_health.py", "test_models_arithmetic.py",
+                 "test_models_ensemble_training.py", "test_code_cpu_verdicts.py",
+                 "test_math_hardening.py", "test_math_oracle.py", "test_trainer_distributed.py",
+                 "test_code_attacks_limits.py", "test_code_answer_styles.py",
+                 "test_server_security.py", "test_trainer_checkpoint.py",
+                 "test_sandbox_rootless.py")
 
 
 def pytest_collection_modifyitems(config: Any, items: list) -> None:
