@@ -34,7 +34,8 @@ with CodeVerifier(pool_size=2) as verifier:
     print("ready", flush=True)
     sys.stdin.readline()
     scores = verifier.score([Sample("", code, r) for r in refs])
-print(json.dumps([{"value": s.value, "tests": s.info.get("tests")} for s in scores]))
+print(json.dumps([{"value": s.value, "tests": s.info.get("tests"), "error": s.info.get("error"),
+                   "reason": s.info.get("reason")} for s in scores]))
 """
 
 
