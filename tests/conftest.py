@@ -113,11 +113,14 @@ def load_script(path: Any, name: str) -> Any:
 # order). A worker takes the next file when it is free, so the files that take longest go first,
 # by their measured time (`--durations=0`, summed per file): started last, one would run alone at
 # the end while the other worker idles. The files not named here take a few seconds each.
+# test_code_cpu_verdicts.py is left out on purpose: its honest call beside CPU hogs at nice 10
+# is judged on CPU time plus run-queue wait, and time blocked on a disk busy with the first
+# files' model saves counts against it (it failed twice run among them, never after them).
 LONGEST_FIRST = ("test_gpu_checks_script.py", "test_overoptimisation_experiment.py",
                  "test_models_learning.py", "test_trainer_loop.py", "test_ray_serve.py",
                  "test_trainer_learning.py", "test_server_model_workers.py", "test_ray_data.py",
                  "test_server_health.py", "test_models_arithmetic.py",
-                 "test_models_ensemble_training.py", "test_code_cpu_verdicts.py",
+                 "test_models_ensemble_training.py",
                  "test_math_hardening.py", "test_math_oracle.py", "test_trainer_distributed.py",
                  "test_code_attacks_limits.py", "test_code_answer_styles.py",
                  "test_server_security.py", "test_trainer_checkpoint.py",
