@@ -114,8 +114,9 @@ def load_script(path: Any, name: str) -> Any:
 # by their measured time (`--durations=0`, summed per file): started last, one would run alone at
 # the end while the other worker idles. The files not named here take a few seconds each.
 # test_code_cpu_verdicts.py is left out on purpose: its honest call beside CPU hogs at nice 10
-# is judged on CPU time plus run-queue wait, and time blocked on a disk busy with the first
-# files' model saves counts against it (it failed twice run among them, never after them).
+# is judged on CPU time plus run-queue wait, and started among the first, heavy files it twice
+# had a second off both (blocked, most likely on the disk their model saves keep busy) and was
+# judged a timeout; started after them, as before, it passed.
 LONGEST_FIRST = ("test_gpu_checks_script.py", "test_overoptimisation_experiment.py",
                  "test_models_learning.py", "test_trainer_loop.py", "test_ray_serve.py",
                  "test_trainer_learning.py", "test_server_model_workers.py", "test_ray_data.py",
