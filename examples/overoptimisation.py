@@ -461,8 +461,8 @@ def main() -> None:
                              "process")
     parser.add_argument("--threads", type=int, default=1,
                         help="torch threads of every process (reward models and policy runs): "
-                             "a sum's order depends on it, so a run with another count is an "
-                             "independent replicate, not a copy")
+                             "the reward models' sums change order with it, so they train "
+                             "differently (the policy runs of this tiny model do not)")
     parser.add_argument("--seed", type=int, default=0,
                         help="seed of the data and the reward models")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2],
@@ -479,7 +479,7 @@ def main() -> None:
     # A fixed thread count everywhere, as in the policy runs: a sum's order depends on it, so
     # reward models trained with the machine's default would differ from machine to machine
     # (the proxy's held-out accuracy: 0.695 with two threads, 0.720 with one) and so would every
-    # arm. --threads 2 is how the figures are replicated independently.
+    # arm; the policy runs alone come out bitwise the same with one or two threads.
     if args.threads < 1:
         parser.error("--threads must be at least 1")
     torch.set_num_threads(args.threads)

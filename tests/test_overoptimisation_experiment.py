@@ -170,9 +170,11 @@ def test_stop_arms_are_also_judged_against_the_single_proxys_peak_on_the_same_se
                                                             {"single": "(a)"})
 
 
-def test_threads_option_is_checked(tmp_path, monkeypatch):
+def test_threads_option_is_checked(tmp_path, monkeypatch, capsys):
     exp = _module()
     monkeypatch.setattr(sys, "argv", ["overoptimisation.py", "--out", str(tmp_path),
                                       "--threads", "0"])
     with pytest.raises(SystemExit):
         exp.main()
+    assert "--threads must be at least 1" in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())            # refused before anything was written

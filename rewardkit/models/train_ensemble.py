@@ -325,7 +325,7 @@ class HeadsEnsembleTrainer(RewardTrainer):
 
     def _split(self, rows: list[Any], seed: int | None = None) -> tuple[list[Any], list[Any]]:
         train, held = super()._split(rows, seed=seed)
-        self.train_subsets = [getattr(r, "subset", "all") for r in train]
+        self.train_subsets = [pair.subset for pair in train]
         return train, held
 
     def num_outputs(self) -> int:
