@@ -118,8 +118,8 @@ def load_script(path: Any, name: str) -> Any:
 # had a second off both (blocked, most likely on the disk their model saves keep busy) and was
 # judged a timeout; started after them, as before, it passed.
 LONGEST_FIRST = ("test_gpu_checks_script.py", "test_overoptimisation_experiment.py",
-                 "test_models_learning.py", "test_trainer_loop.py", "test_ray_serve.py",
-                 "test_trainer_learning.py", "test_server_model_workers.py", "test_ray_data.py",
+                 "test_models_learning.py", "test_trainer_loop.py", "test_ray.py",
+                 "test_trainer_learning.py", "test_server_model_workers.py",
                  "test_server_health.py", "test_models_arithmetic.py",
                  "test_models_ensemble_training.py",
                  "test_math_hardening.py", "test_math_oracle.py", "test_trainer_distributed.py",
