@@ -5,7 +5,6 @@ import json
 from collections import defaultdict
 from pathlib import Path
 
-import rewardkit
 from rewardkit import Sample
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "math_equivalence.jsonl"
@@ -22,14 +21,14 @@ def test_labeled_set_is_large_and_covers_every_category():
     assert {r["expected"] for r in ROWS} == {0, 1}
 
 
-def test_verifier_agrees_with_every_label():
+def test_verifier_agrees_with_every_label(math_verifier):
     groups: dict[str, list[dict]] = defaultdict(list)
     for row in ROWS:
         groups[json.dumps(row["options"], sort_keys=True)].append(row)
     wrong = []
     for options, rows in groups.items():
-        with rewardkit.load("math", **json.loads(options)) as verifier:
-            scores = verifier.score([Sample("", r["completion"], r["gold"]) for r in rows])
+        verifier = math_verifier(**json.loads(options))  # shared with the session's other tests
+        scores = verifier.score([Sample("", r["completion"], r["gold"]) for r in rows])
         for row, score in zip(rows, scores):
             assert score.ok, (row["id"], score.info)
             if score.value != row["expected"] or (
