@@ -62,7 +62,10 @@ def test_worked_completions_keep_the_likelihood_reading(generate):
                Sample("12+5+7=", "", metadata={"steps": ["12+5=17", "17+7=24"]})]
     for a, b in zip(generate.score(samples), likelihood.score(samples)):
         assert "verify" not in a.info
-        assert a.value == pytest.approx(b.value, abs=1e-5) and a.steps == pytest.approx(b.steps)
+        # the same reading up to float32 rounding: the two scorers may batch the passes
+        # differently (a sum of ~20 log-probabilities near -63 moved by 1.5e-5 once)
+        assert a.value == pytest.approx(b.value, rel=1e-6, abs=1e-5)
+        assert a.steps == pytest.approx(b.steps)
 
 
 def test_generation_is_batched_and_gives_what_one_prompt_alone_gives(generate):
