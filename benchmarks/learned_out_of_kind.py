@@ -4,8 +4,8 @@ data/learned/rm_out_of_kind.jsonl and prm_out_of_kind.jsonl, into one JSON file,
 tables rendered from it (tests/test_learned_out_of_kind.py checks the two agree).
 
     python benchmarks/learned_out_of_kind.py \\
-        --model "train rm, replay recipe"=runs/learned39/rm_replay_s0/final,runs/learned39/rm_replay_s2/final \\
-        --model "TRL SFTTrainer, replay recipe"=runs/learned39/trl_sft_replay_s0/final \\
+        --model "train rm, replay recipe"=runs/out_of_kind/rm_replay_s0/final,runs/out_of_kind/rm_replay_s2/final \\
+        --model "TRL SFTTrainer, replay recipe"=runs/out_of_kind/trl_sft_replay_s0/final \\
         [--json docs/learned_out_of_kind.json] [--write-docs]
 
 Every model (``NAME=DIR[,DIR...]``: several folders are seeds, shown as mean (min–max)) is

@@ -1,14 +1,22 @@
 """What reading the out-of-kind slices would take: the broad base (data/learned/broad/lm_base,
 first numbers 1–499, addends of 1–2 digits, 2–6 steps) trained further, the same way it was
-built, on right worked solutions of a wider range (first numbers 1–4999, addends of 1–3 digits,
-2–8 steps, the same four templates, never spaced), so the out-of-kind slices of
-data/learned/rm_out_of_kind.jsonl but ``spaced`` fall inside what it saw. One more point of the
-curve of accuracy against the range a base saw (docs/learned.md):
+built, on right worked solutions of a wider range. Points of the curve of accuracy against the
+range a base saw (docs/learned.md):
+
+* ``--range wide``: first numbers 1–4999, addends of 1–3 digits, 2–8 steps, the same four
+  templates, never spaced, so the out-of-kind slices of data/learned/rm_out_of_kind.jsonl but
+  ``spaced`` fall inside what it saw (it forgets the small sums it knew);
+* ``--range whole``: the whole range at once, :data:`WHOLE`: half the broad base's own range,
+  a sixth each the ranges of ``first_500_999``, ``steps_7_8`` and ``addends_100_999``;
+  ``first_1000_4999`` and ``spaced`` kept out on purpose.
 
     python benchmarks/learned_wider_base.py --out runs/lm_wide [--steps 500] [--problems 64000]
+    python benchmarks/learned_wider_base.py --out runs/lm_whole --range whole --replay-rows 10000
     python benchmarks/learned_out_of_kind.py --model "NAME"=runs/lm_wide/lm_base
 
-No problem of any file in data/learned is among those it learns from.
+``--replay-rows N`` also writes ``lm_replay.jsonl``, the first N problems it learned from, for
+``train rm``'s ``replay_data``. No problem of any file in data/learned is among those it learns
+from.
 """
 from __future__ import annotations
 
@@ -21,25 +29,55 @@ from learned_other_errors import shipped_problems  # noqa: E402
 from learned_training import DATA  # noqa: E402
 
 from rewardkit.models import arithmetic  # noqa: E402
+from rewardkit.testing.arithmetic import write_jsonl  # noqa: E402
 
+TEMPLATES = arithmetic.TRAIN_TEMPLATES + arithmetic.HELD_OUT_TEMPLATES
 WIDE = arithmetic.Spec(start=(1, 4999), addend_digits=(1, 2, 3), steps=(2, 8),
-                       templates=arithmetic.TRAIN_TEMPLATES + arithmetic.HELD_OUT_TEMPLATES,
+                       templates=TEMPLATES,
                        notes="first number 1-4999, addends of 1-3 digits, 2-8 steps")
+WHOLE: tuple[tuple[arithmetic.Spec, float], ...] = (
+    (arithmetic.LM_SPECS["broad"], 1 / 2),
+    (arithmetic.Spec(start=(500, 999), steps=(2, 6), templates=TEMPLATES,
+                     notes="first number 500-999"), 1 / 6),
+    (arithmetic.Spec(start=(1, 999), steps=(7, 8), templates=TEMPLATES, notes="7-8 steps"),
+     1 / 6),
+    (arithmetic.Spec(start=(1, 999), addend_digits=(3,), steps=(2, 6), templates=TEMPLATES,
+                     notes="every addend 100-999"), 1 / 6),
+)
+"""The whole range at once: half of it the broad base's own range, so training on the rest
+does not overwrite it, and a sixth each the ranges of three out-of-kind slices. Kept out on
+purpose, so the figures still show a kind it never saw: a first number of 1000 or more
+(``first_1000_4999``; running sums past 1000 are in it, from 3-digit addends and long chains)
+and the spaced format."""
+
+
+def training_problems(kind: str, n: int, seed: int) -> list[arithmetic.Problem]:
+    """The problems ``--range kind`` learns from, none in a shipped file."""
+    if kind == "wide":
+        return arithmetic.make_problems(n, WIDE, seed + 70, shipped_problems())
+    return arithmetic.mixed_problems(n, WHOLE, seed + 70, shipped_problems())
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--range", choices=("wide", "whole"), default="wide",
+                        help="wide: first numbers 1-4999, 1-3 digit addends, 2-8 steps; whole: "
+                             "the broad range mixed with the wider ones, 1000-4999 kept out")
     parser.add_argument("--steps", type=int, default=500, help="training steps of 128")
     parser.add_argument("--problems", type=int, default=64000)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--replay-rows", type=int, default=0,
+                        help="also write lm_replay.jsonl: the first N problems it learned from")
     args = parser.parse_args()
     sys.path.insert(0, str(DATA))
-    from build import build_lm_base  # data/learned/build.py: the base's own training
+    from build import build_lm_base, replay_rows  # data/learned/build.py: the base's training
 
-    problems = arithmetic.make_problems(args.problems, WIDE, args.seed + 70, shipped_problems())
+    problems = training_problems(args.range, args.problems, args.seed)
+    if args.replay_rows:
+        write_jsonl(replay_rows(problems[:args.replay_rows]), args.out / "lm_replay.jsonl")
     build_lm_base(args.out / "lm_base", DATA / "broad" / "lm_base", problems, args.steps,
-                  args.seed, "wide, from the broad base")
+                  args.seed, f"{args.range}, from the broad base")
     print(f"wrote {args.out / 'lm_base'}")
 
 

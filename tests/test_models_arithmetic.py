@@ -74,6 +74,35 @@ def test_streams_give_exactly_n_rows_and_positions_follow_the_spec():
     assert arithmetic.SLICES["units_slip"].slip_positions() == (0,)
 
 
+def _within(ops: list[int], spec: arithmetic.Spec) -> bool:
+    return (spec.start[0] <= ops[0] <= spec.start[1]
+            and spec.steps[0] <= len(ops) - 1 <= spec.steps[1]
+            and all(len(str(x)) in spec.addend_digits for x in ops[1:]))
+
+
+def test_a_mixture_holds_each_part_in_its_stated_share_and_draws_it_from_that_parts_spec():
+    parts = [(arithmetic.TRAIN, 0.5), (arithmetic.SLICES["larger_operands"], 0.3),
+             (arithmetic.SLICES["more_steps"], 0.2)]
+    taken = {"1+2+3"}
+    problems = arithmetic.mixed_problems(1000, parts, seed=3, exclude=taken)
+    counts = collections.Counter(pb.meta["part"] for pb in problems)
+    assert [counts[i] for i in range(3)] == [500, 300, 200]
+    for pb in problems:
+        assert _within(pb.ops, parts[pb.meta["part"]][0]), pb
+    keys = ["+".join(map(str, pb.ops)) for pb in problems]
+    assert len(set(keys)) == 1000 and "1+2+3" not in keys and set(keys) <= taken
+    # shuffled together: every stretch of a tenth holds every part, as a training batch would
+    assert all(len({pb.meta["part"] for pb in problems[i:i + 100]}) == 3
+               for i in range(0, 1000, 100))
+
+
+@pytest.mark.parametrize("shares", [(0.5, 0.4), (0.7, 0.7), (1.2, -0.2)])
+def test_a_mixture_whose_shares_are_not_a_split_of_the_whole_is_refused(shares):
+    parts = [(arithmetic.TRAIN, shares[0]), (arithmetic.SLICES["more_steps"], shares[1])]
+    with pytest.raises(ValueError, match="add up to 1"):
+        arithmetic.mixed_problems(10, parts, seed=0)
+
+
 def _ops(solution: str) -> str:
     steps = solution.split("\n")
     return "+".join([steps[0].split("+")[0]] + [s.split("=")[0].split("+")[1] for s in steps])

@@ -59,6 +59,13 @@ def build_lm_base(out: Path, base: Path, problems: list[arithmetic.Problem], ste
                                       f"{steps} steps of 128, final loss {losses[-1]:.4f}"})
 
 
+def replay_rows(problems: list[arithmetic.Problem]) -> list[dict[str, str]]:
+    """Problems a base learned from with their right worked solutions, as the prompt-completion
+    rows ``train rm``'s ``replay_data`` reads."""
+    return [{"prompt": pb.prompt, "completion": "\n".join(arithmetic.solve(pb.ops))}
+            for pb in problems]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path(__file__).parent)
@@ -129,8 +136,7 @@ def main() -> None:
     write_jsonl(ook_rm, args.out / "rm_out_of_kind.jsonl")
     write_jsonl(ook_prm, args.out / "prm_out_of_kind.jsonl")
     if args.replay_rows:
-        write_jsonl([{"prompt": pb.prompt, "completion": "\n".join(arithmetic.solve(pb.ops))}
-                     for pb in lm_problems[:args.replay_rows]], args.out / "lm_replay.jsonl")
+        write_jsonl(replay_rows(lm_problems[:args.replay_rows]), args.out / "lm_replay.jsonl")
     if not args.no_base:
         arithmetic.make_base(args.out / "base")
         build_lm_base(args.out / "lm_base", args.out / "base", lm_problems, args.lm_steps, s,

@@ -31,7 +31,7 @@ import itertools
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, Sequence
 
 STEP_TOKEN = "<step>"
 """The step mark of the ``step_token`` layout in the arithmetic base models."""
@@ -148,6 +148,32 @@ def make_problems(n: int, spec: Spec, seed: int, exclude: set[str] | None = None
                   ) -> list[Problem]:
     """The first ``n`` problems of :func:`problem_stream`."""
     return list(itertools.islice(problem_stream(spec, seed, exclude), n))
+
+
+def mixed_problems(n: int, parts: Sequence[tuple[Spec, float]], seed: int,
+                   exclude: set[str] | None = None) -> list[Problem]:
+    """``n`` distinct problems, each part's share of them drawn from its spec, shuffled
+    together, ``meta["part"]`` the index of the part each came from. A base trained on them
+    learns every range at once: trained on a wider range after the one it knew, it overwrote
+    the small sums (docs/learned.md, out of kind). Counts are ``round(share * n)``, the last
+    part taking the rest, so they add up to ``n``."""
+    shares = [share for _, share in parts]
+    if not parts or min(shares) < 0 or abs(sum(shares) - 1) > 1e-9:
+        raise ValueError(f"a mixture's shares must be non-negative and add up to 1, got "
+                         f"{shares}; give each part the fraction of the problems it should hold")
+    counts = [round(share * n) for share in shares[:-1]]
+    counts.append(n - sum(counts))
+    if counts[-1] < 0:
+        raise ValueError(f"shares {shares} of {n} problems round to more than {n}; give fewer "
+                         "parts or more problems")
+    seen = exclude if exclude is not None else set()
+    problems = []
+    for i, ((spec, _), count) in enumerate(zip(parts, counts)):
+        for pb in make_problems(count, spec, seed + i, seen):
+            pb.meta["part"] = i
+            problems.append(pb)
+    random.Random(seed).shuffle(problems)
+    return problems
 
 
 def solve(ops: list[int], slip_at: int | None = None, delta: int = 0) -> list[str]:

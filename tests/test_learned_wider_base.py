@@ -1,0 +1,47 @@
+"""benchmarks/learned_wider_base.py: the problems each ``--range`` learns from hold the ranges
+docs/learned.md says that base saw, and none it calls held out."""
+from __future__ import annotations
+
+import collections
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import load_script
+
+pytest.importorskip("torch")
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _script():
+    return load_script(ROOT / "benchmarks" / "learned_wider_base.py", "learned_wider_base")
+
+
+def test_the_whole_range_mixes_the_broad_range_with_each_wider_one_in_its_share():
+    problems = _script().training_problems("whole", 1200, seed=0)
+    shares = collections.Counter(pb.meta["part"] for pb in problems)
+    assert [shares[i] for i in range(4)] == [600, 200, 200, 200]
+    first = [pb.ops[0] for pb in problems]
+    steps = [len(pb.ops) - 1 for pb in problems]
+    small = [pb for pb in problems if pb.ops[0] <= 499 and len(pb.ops) <= 7
+             and max(pb.ops[1:]) <= 99]
+    assert len(small) >= 600  # the broad base's own range, half of what it learns from
+    # the ranges of first_500_999, steps_7_8 and addends_100_999 are in it
+    assert sum(500 <= x <= 999 for x in first) >= 200
+    assert sum(s in (7, 8) for s in steps) >= 200
+    assert sum(min(pb.ops[1:]) >= 100 for pb in problems) >= 200
+
+
+def test_the_whole_range_keeps_first_numbers_past_999_and_the_spaced_format_out():
+    problems = _script().training_problems("whole", 3000, seed=1)
+    assert max(pb.ops[0] for pb in problems) <= 999
+    assert not any(" + " in pb.prompt or " = " in pb.prompt for pb in problems)
+
+
+def test_neither_range_learns_a_problem_of_a_shipped_file():
+    script = _script()
+    shipped = script.shipped_problems()
+    for kind in ("wide", "whole"):
+        keys = {"+".join(map(str, pb.ops)) for pb in script.training_problems(kind, 2000, 0)}
+        assert not keys & shipped, kind
