@@ -265,6 +265,13 @@ class TrainConfig(JobConfig):
     """k values for pass@k (Chen et al. 2021, unbiased estimator); each must be <= eval_samples."""
     eval_max_prompts: int | None = None
     """Evaluate on at most this many held-out prompts (None: all)."""
+    gold_eval_prompts: int | None = None
+    """Measure ``gold_reward`` on its own ``eval_samples`` completions of the first N held-out
+    prompts, sampled on a random stream of their own (seeded by ``seed`` and the step), so the
+    gold measurement can be as large as its standard error needs without changing anything the
+    policy or a stop rule sees. None: gold scores the evaluation's own completions (those of
+    ``eval_max_prompts``), whose sampling shares the training's random stream, so its size
+    changes the run."""
     eval_threshold: float = 1.0
     """A sample counts as correct for pass@k, mean@n and greedy accuracy when its reward is at
     least this."""
@@ -326,8 +333,9 @@ class TrainConfig(JobConfig):
                               "train.reward / a top-level reward: section")
         for name in ("steps", "batch_size", "group_size", "epochs", "max_new_tokens",
                      "eval_samples", "log_every", "mini_batch_size", "micro_batch_size",
-                     "eval_max_prompts", "lora_r", "lora_alpha", "max_tokens_per_forward",
-                     "logprob_chunk_tokens", "generation_batch_size", "max_prompt_tokens"):
+                     "eval_max_prompts", "gold_eval_prompts", "lora_r", "lora_alpha",
+                     "max_tokens_per_forward", "logprob_chunk_tokens", "generation_batch_size",
+                     "max_prompt_tokens"):
             if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
         for name in ("top_k", "resample_rounds", "warmup_steps", "save_every", "eval_every",
@@ -406,6 +414,9 @@ class TrainConfig(JobConfig):
                                            or self.kl_adapt_rate <= 0):
             raise ConfigError(f"kl_target ({self.kl_target}) needs kl_coef > 0 (the starting "
                               f"β, got {self.kl_coef}), kl_target > 0 and kl_adapt_rate > 0")
+        if self.gold_eval_prompts and not self.eval_data:
+            raise ConfigError("gold_eval_prompts sizes the gold measurement on held-out prompts; "
+                              "set eval_data (and gold_reward), or drop it")
         if self.keep_before_stop and not self.stop_on_disagreement:
             raise ConfigError("keep_before_stop keeps the policy before a stop_on_disagreement "
                               "stop; set stop_on_disagreement (and monitor_reward), or drop it")

@@ -4,10 +4,15 @@ rising while gold stalls)."""
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+import random
+from contextlib import contextmanager
+from typing import Any, Iterator, Sequence
 
+import numpy as np
 import torch
 
+from ..compose import ConfigError
+from ..runtime.checkpoint import rng_state, set_rng_state
 from ..scorer import Scorer
 from ..types import Sample
 from .data import Prompt
@@ -84,6 +89,52 @@ def evaluate(model: Any, tokenizer: Any, prompts: Sequence[Prompt], scorer: Scor
         out[DISAGREEMENT] = mean_disagreement(monitored)
         out[MONITOR] = sum(s.value for s in monitored) / len(monitored)
     return out
+
+
+@contextmanager
+def own_random_stream(seed: int) -> Iterator[None]:
+    """Run the body on a random stream of its own (Python, NumPy, torch and CUDA seeded with
+    ``seed``) and give every generator back its state afterwards, so however much the body
+    draws, nothing drawn outside it changes. HF ``generate`` samples from the global torch
+    generator and takes no generator of its own, hence the save, seed and restore."""
+    saved = rng_state()
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    try:
+        yield
+    finally:
+        set_rng_state(saved)
+
+
+def gold_prompts(held_out: Sequence[Prompt], size: int | None, gold: Scorer | None
+                 ) -> list[Prompt]:
+    """The prompts of a gold measurement made apart from the evaluation (``gold_eval_prompts``
+    of them), or none when gold scores the evaluation's own completions (``size`` None)."""
+    if not size:
+        return []
+    if gold is None:
+        raise ConfigError("gold_eval_prompts sizes the gold reward's measurement, but there is "
+                          "no gold reward: set gold_reward, or drop gold_eval_prompts")
+    if size > len(held_out):
+        raise ConfigError(f"gold_eval_prompts is {size} but eval_data has {len(held_out)} "
+                          "prompts: lower it, or add held-out prompts")
+    return list(held_out[:size])
+
+
+def evaluate_gold(model: Any, tokenizer: Any, prompts: Sequence[Prompt], gold: Scorer,
+                  options: GenerationOptions, device: torch.device, samples: int,
+                  stream: Sequence[int], success_threshold: float = 1.0) -> dict[str, float]:
+    """``eval/gold_mean`` and ``eval/gold_pass@1`` on completions sampled for the gold reward
+    alone, on a random stream of its own (:func:`own_random_stream`, seeded by ``stream``, e.g.
+    the run's seed and the step): the gold measurement can then be as large as its standard
+    error needs without changing a single draw of training or of the evaluation a stop rule
+    reads."""
+    seed = int(np.random.SeedSequence(list(stream)).generate_state(1)[0])
+    with own_random_stream(seed):
+        out = evaluate(model, tokenizer, prompts, gold, options, device, samples, (1,),
+                       greedy=False, success_threshold=success_threshold)
+    return {"eval/gold_mean": out["eval/reward_mean"], "eval/gold_pass@1": out["eval/mean@n"]}
 
 
 def greedy_texts(model: Any, tokenizer: Any, prompts: Sequence[Prompt],

@@ -33,7 +33,7 @@ from .config import TrainConfig
 from .data import (PromptSampler, check_inputs, describe_reference, load_prompts,
                    truncated_count)
 from .distributed import Dist
-from .evaluation import evaluate
+from .evaluation import evaluate, evaluate_gold, gold_prompts
 from .generation import GenerationOptions, Rollout, concat_rollouts, generate
 from ..runtime.allocator import retain_freed_memory
 from ..runtime.device import memory_metrics
@@ -92,9 +92,10 @@ class Trainer:
         prompts = load_prompts(cfg.data, tok, cfg.prompt_field, cfg.reference_field,
                                cfg.chat_template, cfg.max_prompt_tokens)
         self.sampler = PromptSampler(prompts, seed=cfg.seed + self.dist.rank)
-        self.eval_prompts = (load_prompts(cfg.eval_data, tok, cfg.prompt_field, cfg.reference_field,
-                                          cfg.chat_template, cfg.max_prompt_tokens)
-                             [:cfg.eval_max_prompts] if cfg.eval_data else [])
+        held_out = (load_prompts(cfg.eval_data, tok, cfg.prompt_field, cfg.reference_field,
+                                 cfg.chat_template, cfg.max_prompt_tokens) if cfg.eval_data else [])
+        self.eval_prompts = held_out[:cfg.eval_max_prompts]
+        self.gold_prompts = gold_prompts(held_out, cfg.gold_eval_prompts, self.gold)
         self._say(describe_reference(prompts, cfg.reference_field, cfg.data))
         cut = truncated_count(prompts)
         if cut:
@@ -564,11 +565,17 @@ class Trainer:
         cfg = self.cfg
         options = GenerationOptions(cfg.max_new_tokens, cfg.eval_temperature or cfg.temperature,
                                     cfg.top_p, cfg.top_k, tuple(cfg.stop))
+        model, tok, device = unwrap(self.model), self.policy.tokenizer, self.policy.device
         with self.policy.autocast():
-            return evaluate(unwrap(self.model), self.policy.tokenizer, self.eval_prompts,
-                            self.scorer, options, self.policy.device, cfg.eval_samples,
-                            cfg.eval_k, self.gold, success_threshold=cfg.eval_threshold,
-                            monitor=self.monitor)
+            metrics = evaluate(model, tok, self.eval_prompts, self.scorer, options, device,
+                               cfg.eval_samples, cfg.eval_k,
+                               None if self.gold_prompts else self.gold,
+                               success_threshold=cfg.eval_threshold, monitor=self.monitor)
+            if self.gold_prompts:  # gold on samples of its own: see gold_eval_prompts
+                metrics.update(evaluate_gold(
+                    model, tok, self.gold_prompts, self.gold, options, device, cfg.eval_samples,
+                    (cfg.seed + self.dist.rank, self.step_count), cfg.eval_threshold))
+        return metrics
 
     # -- checkpoints ------------------------------------------------------------------------------
     def save(self) -> Path | None:
