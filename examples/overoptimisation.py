@@ -172,9 +172,17 @@ def _heldout_report(root: Path, heldout: Path, k: int) -> dict[str, Any]:
 
 
 # -- policy runs -----------------------------------------------------------------------------------
+SCORING = {"max_padding": 0.1}
+"""How every reward model here cuts a scoring call into forward passes: a fixed share of padding
+(the rule that ``max_padding: auto`` starts from on a CPU). ``auto`` then cuts by each pass's
+measured time, so the passes, and with them the last bits of every score, would follow the
+machine's load, and through the rewards the policy's trajectory: a run would not repeat."""
+
+
 def reward_spec(name: str, out: Path, data: dict[str, Path], args: argparse.Namespace
                 ) -> dict[str, Any]:
-    single = {"reward": "reward_model", "options": {"model": str(out / "rm_single" / "final")}}
+    single = {"reward": "reward_model",
+              "options": {"model": str(out / "rm_single" / "final"), **SCORING}}
     if name in ("single", "kl_strong", "early_stop", "refresh", "disagreement_stop",
                 "adaptive_kl"):
         return single
@@ -183,15 +191,14 @@ def reward_spec(name: str, out: Path, data: dict[str, Path], args: argparse.Name
             "reward": single["reward"], "options": single["options"], "method": "par",
             "reference_field": "reference_completion"}}
     combine = {"mean": "mean", "min": "min", "penalty": args.penalty}[name]
-    return {"reward": "ensemble", "options": {
-        "model": str(out / "rm_ensemble" / "final"), "combine": combine, "lam": args.lam,
-        "reference": str(data["reference"])}}
+    return ensemble_spec(out, data, combine, args.lam)
 
 
-def ensemble_spec(out: Path, data: dict[str, Path], combine: str = "mean") -> dict[str, Any]:
+def ensemble_spec(out: Path, data: dict[str, Path], combine: str = "mean", lam: float = 1.0
+                  ) -> dict[str, Any]:
     return {"reward": "ensemble", "options": {
-        "model": str(out / "rm_ensemble" / "final"), "combine": combine,
-        "reference": str(data["reference"])}}
+        "model": str(out / "rm_ensemble" / "final"), "combine": combine, "lam": lam,
+        "reference": str(data["reference"]), "model_options": dict(SCORING)}}
 
 
 def run_policy(name: str, out: Path, data: dict[str, Path], args: argparse.Namespace,
@@ -219,6 +226,7 @@ def run_policy(name: str, out: Path, data: dict[str, Path], args: argparse.Names
         gold_reward={"reward": "math", "options": {"preset": "gsm8k"}},
         reference_field="answer", eval_data=str(data["eval_prompts"]),
         eval_every=args.eval_every, eval_samples=4, eval_max_prompts=200, eval_k=[1],
+        gold_eval_prompts=args.gold_prompts,
         steps=args.steps, batch_size=128, group_size=8, mini_batch_size=128,
         learning_rate=args.lr, warmup_steps=10, clip_eps_high=0.28,
         kl_coef=args.kl_coef * (args.kl_strong if name == "kl_strong" else 1.0),
@@ -419,6 +427,11 @@ def main() -> None:
     parser.add_argument("--lam", type=float, default=1.0, help="λ of the penalty")
     parser.add_argument("--steps", type=int, default=150, help="GRPO steps of every run")
     parser.add_argument("--eval-every", type=int, default=10, help="GRPO steps between evals")
+    parser.add_argument("--gold-prompts", type=int, default=None,
+                        help="measure gold on its own samples of this many held-out prompts (at "
+                        "most 500), on a random stream of its own, so its size changes nothing "
+                        "a run or a stop rule sees (the trainer's gold_eval_prompts); default: "
+                        "gold scores the samples of the 200-prompt evaluation the rules read")
     parser.add_argument("--lr", type=float, default=5e-5, help="policy learning rate")
     parser.add_argument("--kl-coef", type=float, default=0.02, help="KL coefficient")
     parser.add_argument("--kl-strong", type=float, default=10.0,
@@ -482,6 +495,10 @@ def main() -> None:
     # arm; the policy runs alone come out bitwise the same with one or two threads.
     if args.threads < 1:
         parser.error("--threads must be at least 1")
+    held_out = sum(1 for _ in open(ARITH / "test.jsonl"))
+    if args.gold_prompts is not None and not 1 <= args.gold_prompts <= held_out:
+        parser.error(f"--gold-prompts must be between 1 and {held_out} (the held-out prompts), "
+                     f"got {args.gold_prompts}")
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     out = args.out

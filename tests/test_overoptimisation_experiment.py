@@ -84,7 +84,8 @@ def _small(run_policy):
     original = arithmetic.task_config
 
     def task_config(*args, **kwargs):
-        kwargs.update(batch_size=16, mini_batch_size=16, eval_max_prompts=8, eval_samples=2)
+        kwargs.update(batch_size=16, mini_batch_size=16, eval_max_prompts=8, eval_samples=2,
+                      plots=False)  # each arm's own PNGs: half this test's time, tested elsewhere
         return original(*args, **kwargs)
 
     def run(*args, **kwargs):
@@ -170,11 +171,39 @@ def test_stop_arms_are_also_judged_against_the_single_proxys_peak_on_the_same_se
                                                             {"single": "(a)"})
 
 
-def test_threads_option_is_checked(tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize("option, message", [
+    (["--threads", "0"], "--threads must be at least 1"),
+    (["--gold-prompts", "501"], "--gold-prompts must be between 1 and 500"),   # the held-out set
+    (["--gold-prompts", "0"], "--gold-prompts must be between 1 and 500")])
+def test_bad_options_are_refused_before_anything_is_written(tmp_path, monkeypatch, capsys,
+                                                            option, message):
     exp = _module()
-    monkeypatch.setattr(sys, "argv", ["overoptimisation.py", "--out", str(tmp_path),
-                                      "--threads", "0"])
+    monkeypatch.setattr(sys, "argv", ["overoptimisation.py", "--out", str(tmp_path), *option])
     with pytest.raises(SystemExit):
         exp.main()
-    assert "--threads must be at least 1" in capsys.readouterr().err
-    assert not list(tmp_path.iterdir())            # refused before anything was written
+    assert message in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())
+
+
+def test_every_reward_model_the_arms_load_cuts_its_passes_by_a_fixed_rule(tmp_path):
+    """``max_padding: auto`` cuts scoring calls by measured pass times on a CPU, so the scores'
+    last bits, and through them the runs, would follow the machine's load; every reward model
+    the arms and the monitor load gets a fixed share instead."""
+    import argparse
+
+    exp = _module()
+    data = exp.data_paths(tmp_path)
+    args = argparse.Namespace(penalty="uwo", lam=1.0)
+    specs = [exp.reward_spec(n, tmp_path, data, args) for n in exp.RUNS]
+    specs.append(exp.ensemble_spec(tmp_path, data))
+
+    def padding(spec):
+        options = spec["options"]
+        if spec["reward"] == "reward_model":
+            return options.get("max_padding", "auto")
+        if spec["reward"] == "ensemble":
+            return options.get("model_options", {}).get("max_padding", "auto")
+        return padding({"reward": options["reward"], "options": options["options"]})
+
+    rules = [padding(s) for s in specs]
+    assert all(isinstance(r, float) and 0 <= r < 1 for r in rules), rules
