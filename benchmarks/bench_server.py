@@ -26,6 +26,7 @@
       ceiling, every pair, with the load average before and after it (on a shared machine a
       run's rate follows the CPU share it was granted), and the median and range per size.
       Goal: >= 90%; and with ``--model`` (a trained RM of the shipped shape) a gain >= 3x.
+      ``--side-repeats R`` runs each side R times within its pair and reads the medians.
    The servers run the model where ``--workers`` says (default ``auto``: a worker process;
    ``--off-workers`` for 2a's batching-off side alone); the CPU time per item counts the
    server and its worker processes.
@@ -328,17 +329,22 @@ def _random_rm(out: Path, hidden: int, layers: int, vocab: int | None) -> str:
 
 
 def bench_share(pairs: int, total: int, threads: int, clients: int, concurrency: int,
-                max_wait_ms: float, workers: str, model: str | None) -> None:
+                max_wait_ms: float, workers: str, model: str | None, repeats: int = 1) -> None:
     """2e: for each model size, the in-process ceiling (samples/s of batches of 64 over
     batches of 1, one process, the same torch threads) beside the server's gain (requests/s
     of 64 single-sample clients with batching on over off), and the gain as a share of the
-    ceiling, every pair (four runs, order alternating). Goal: >= 90% of the ceiling."""
+    ceiling, every pair (four runs, order alternating). Goal: >= 90% of the ceiling.
+
+    With ``repeats`` > 1 each side runs that many times in a row within its pair and the pair
+    reads each side's median: on an idle machine one side's repeats spread by ±25%, more than
+    the 10% the goal leaves, so a single run per side cannot decide a pair."""
     env = {"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
            "TOKENIZERS_PARALLELISM": "false"}
     conc = ("--concurrency", str(concurrency), "--workers", workers)
     print(f"\n2e. batching gain against its ceiling, {total} samples per run, torch threads "
           f"{threads}, {clients} clients of one sample, --concurrency {concurrency}, "
-          f"--workers {workers}, --max-wait-ms {max_wait_ms:g}")
+          f"--workers {workers}, --max-wait-ms {max_wait_ms:g}"
+          + (f", each side's median of {repeats} runs" if repeats > 1 else ""))
     print(f"{'pair':<6}{'ceiling: in process 1 / 64 (smp/s)':>40}{'server off / on (req/s)':>30}"
           f"{'share':>8}   load average (1 min) before / after the pair")
     with tempfile.TemporaryDirectory() as tmp:
@@ -360,8 +366,12 @@ def bench_share(pairs: int, total: int, threads: int, clients: int, concurrency:
                 order = list(sides) if pair % 2 == 0 else list(reversed(sides))
                 rates, values = {}, {}
                 load_before = os.getloadavg()[0]
+                runs: dict[str, list[float]] = {}
                 for side in order:
-                    rates[side], values[side], _, _ = sides[side]()
+                    for _ in range(repeats):
+                        rate, values[side], _, _ = sides[side]()
+                        runs.setdefault(side, []).append(rate)
+                    rates[side] = statistics.median(runs[side])
                 for a, b in (("in1", "in64"), ("off", "on"), ("in1", "on")):
                     assert max(abs(x - y) for x, y in zip(sorted(values[a]), sorted(values[b]))
                                ) < 1e-3, "the sides scored differently"
@@ -372,6 +382,9 @@ def bench_share(pairs: int, total: int, threads: int, clients: int, concurrency:
                       f"({ceilings[-1]:.2f}x){rates['off']:>14.1f} / {rates['on']:<8.1f}"
                       f"({gains[-1]:.2f}x){shares[-1]:>7.0%}   load {load_before:.1f} / "
                       f"{os.getloadavg()[0]:.1f}   (order: {' '.join(order)})")
+                if repeats > 1:
+                    print("      runs: " + "; ".join(
+                        f"{side} " + " ".join(f"{r:.1f}" for r in runs[side]) for side in sides))
             print(f"median over {pairs} pairs (min-max): ceiling "
                   f"{statistics.median(ceilings):.2f}x ({min(ceilings):.2f}-{max(ceilings):.2f}), "
                   f"server {statistics.median(gains):.2f}x ({min(gains):.2f}-{max(gains):.2f}), "
@@ -473,7 +486,7 @@ def bench_rm(pairs: int, total: int, hidden: int, layers: int, threads: int,
              clients: int, big_batch: int, big_total: int, concurrency: int,
              model: str | None = None, max_wait_ms: float = 0,
              parts: tuple[str, ...] = RM_PARTS, workers: str = "auto",
-             off_workers: str | None = None) -> None:
+             off_workers: str | None = None, side_repeats: int = 1) -> None:
     from rewardkit.testing import make_tiny_reward_model
 
     given = model
@@ -536,7 +549,7 @@ def bench_rm(pairs: int, total: int, hidden: int, layers: int, threads: int,
                                    big_batch)},
                 pairs, 0.95, "smp/s"),
             "share": lambda: bench_share(pairs, total, threads, clients, concurrency,
-                                         max_wait_ms, workers, given),
+                                         max_wait_ms, workers, given, side_repeats),
             "workers": lambda: _paired(
                 f"2d. where the model runs ({what}): {clients} concurrent clients, {total} "
                 "requests of one sample, dynamic batching as in 2a; requests/s with the model "
@@ -584,6 +597,9 @@ def main() -> None:
                         help="RM: --max-wait-ms of the batching server")
     parser.add_argument("--rm-parts", default=",".join(RM_PARTS),
                         help="RM: which comparisons to run, of " + ",".join(RM_PARTS))
+    parser.add_argument("--side-repeats", type=int, default=1,
+                        help="share (2e): run each side this many times within its pair and "
+                             "read the medians (default 1)")
     parser.add_argument("--skip-rm", action="store_true")
     parser.add_argument("--load-minutes", type=float, default=0,
                         help="also run the mixed load (math/code/RM) for this many minutes")
@@ -596,6 +612,8 @@ def main() -> None:
     parser.add_argument("--serve-peer", metavar="MODEL", help=argparse.SUPPRESS)
     parser.add_argument("--in-process", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.side_repeats < 1:
+        parser.error("--side-repeats must be at least 1")
     os.environ.setdefault(DEVICE_VARIABLE, args.device)  # children inherit it
     if args.serve_peer:
         serve_peer(args.serve_peer)
@@ -611,7 +629,7 @@ def main() -> None:
         bench_rm(args.pairs, args.rm_requests, args.hidden, args.layers, args.torch_threads,
                  args.rm_clients, args.big_batch, args.big_samples, args.concurrency,
                  args.model, args.max_wait_ms, tuple(args.rm_parts.split(",")), args.workers,
-                 args.off_workers)
+                 args.off_workers, args.side_repeats)
     if args.fairness_runs:
         bench_fairness(args.fairness_runs)
     if args.load_minutes:
