@@ -35,11 +35,11 @@
    minutes (a failed attempt is retried with the same request id); prints requests lost or
    answered twice, samples sent vs scored per reward, and the server's RSS over time.
 
-4. ``--fairness-runs N`` (benchmarks/server_fairness.py): a newcomer's one-sample request while another client's two requests
-   of slow ``math`` (or spinning ``code``) samples are queued, after large batches of fast
-   samples; its latency against two slow samples plus a second, and the server's count of the
-   samples each request's first sample waited behind (``rewardkit_samples_ahead``), which does
-   not depend on the machine's load.
+4. ``--fairness-runs N`` (benchmarks/server_fairness.py): a newcomer's one-sample request
+   while another client's two requests of slow ``math`` (or spinning ``code``) samples are
+   queued, after large batches of fast samples; its latency against two slow samples plus a
+   second, and the server's count of the samples each request's first sample waited behind
+   (``rewardkit_samples_ahead``), which does not depend on the machine's load.
 
 The pairs alternate order and every pair is printed.
 
