@@ -311,7 +311,8 @@ def _summary(result: dict, warmup: int) -> dict:
                     "train_s": statistics.median(t - g - s for t, g, s in
                                                  zip(times, generate, score)),
                     "tokens_per_s": statistics.median(n / t for n, t in
-                                                      zip(result["tokens"][kept], times))})
+                                                      zip(result["tokens"][kept], times)),
+                    "step_times": times, "generate_times": generate})
     rewards = result["rewards"]
     if result["held_out"]:
         k = max(1, len(rewards) // 5)
@@ -325,7 +326,9 @@ def _describe(name: str, s: dict) -> str:
     """One run on one line: time per step and its split, tokens/s, peak memory."""
     if "step_s" in s:
         text = (f"{name} {s['step_s']:.3f} s/step (generate {s['generate_s']:.3f}, score "
-                f"{s['score_s']:.3f}, train {s['train_s']:.3f}), {s['tokens_per_s']:,.0f} tok/s")
+                f"{s['score_s']:.3f}, train {s['train_s']:.3f}), {s['tokens_per_s']:,.0f} tok/s; "
+                f"each timed step {', '.join(f'{t:.2f}' for t in s['step_times'])} s (generate "
+                f"{', '.join(f'{t:.2f}' for t in s['generate_times'])})")
     else:
         text = f"{name} no step finished"
     if "peak_gpu_gib" in s:
@@ -354,7 +357,8 @@ def _best(results: list[dict], warmup: int) -> dict:
     """Fastest median step time over the repeats (the least disturbed by other load); peaks
     the highest; the other figures averaged."""
     summaries = [_summary(r, warmup) for r in results]
-    keys = set.intersection(*(set(s) for s in summaries))
+    keys = {k for k in set.intersection(*(set(s) for s in summaries))
+            if not isinstance(summaries[0][k], list)}  # each step's times: per run only
     out = {k: sum(s[k] for s in summaries) / len(summaries) for k in keys}
     for key, pick in (("step_s", min), ("peak_rss_mb", max), ("train_rss_growth_mb", max),
                       ("peak_gpu_gib", max), ("peak_gpu_reserved_gib", max), ("fits", min)):

@@ -76,3 +76,20 @@ def test_generation_keeps_its_kv_cache_with_gradient_checkpointing_on(tmp_path):
     rollout = trainer.generate([prompt])
     steps = rollout.completion_ids.shape[1]
     assert steps > 1 and fed[0] == len(prompt) and fed[1:steps] == [1] * (steps - 1)
+
+
+def test_parts_selects_the_named_parts_in_the_scripts_order_and_refuses_unknown_names(tmp_path):
+    """The parts together outlast one 10-minute command, so a GPU session runs a named subset:
+    ``--list`` says what would run, with each limit scaled, and a misspelt part is refused before
+    anything starts rather than silently skipped."""
+    listed = subprocess.run(["bash", str(SCRIPT), "--parts", "tests,server", "--list",
+                             str(tmp_path), "0.5"], cwd=ROOT, capture_output=True, text=True,
+                            timeout=60)
+    assert listed.returncode == 0, listed.stderr
+    assert re.findall(r"^== (\S+) \(limit (\d+) s\)", listed.stdout, re.M) == [
+        ("server", "125"), ("tests", "20")]
+    assert not list(tmp_path.glob("*.log"))
+    wrong = subprocess.run(["bash", str(SCRIPT), "--parts", "server,serve", str(tmp_path)],
+                           cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert wrong.returncode == 2 and "unknown part 'serve'" in wrong.stderr
+    assert not list(tmp_path.glob("*.log"))
