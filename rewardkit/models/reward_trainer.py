@@ -35,7 +35,7 @@ from ..compose import ConfigError
 from ..console import evaluation_line, say
 from ..runtime import checkpoint as ckpt
 from ..runtime.allocator import retain_freed_memory
-from ..runtime.device import dtype_kwarg, memory_metrics
+from ..runtime.device import dtype_kwarg, host_values, memory_metrics
 from ..runtime.metrics import MetricsLogger, plot_panels
 from ..runtime.sampling import EpochSampler
 from ..runtime.schedule import lr_factor
@@ -272,7 +272,8 @@ class RewardTrainer:
 
     # -- the step ---------------------------------------------------------------------------------
     def loss(self, examples: Sequence[Any], denominator: float) -> tuple[torch.Tensor, dict]:
-        """This micro-batch's share of the batch loss, and its statistics."""
+        """This micro-batch's share of the batch loss, and its statistics (numbers or 0-dim
+        tensors, read from the device once the step is done: :func:`host_values`)."""
         pad_id = self.tokenizer.pad_token_id
         if self.likelihood:  # next-token targets: position t predicts token t + 1
             return self._token_loss([e.chosen for e in examples],
@@ -288,8 +289,8 @@ class RewardTrainer:
             per_pair = -F.logsigmoid(r_c - r_r - margin)
             if self.cfg.center_rewards_coefficient:
                 per_pair = per_pair + self.cfg.center_rewards_coefficient * (r_c + r_r) ** 2
-            stats = {"correct": (r_c > r_r).float().sum().item(),
-                     "margin": (r_c - r_r).sum().item(), "count": len(examples)}
+            stats = {"correct": (r_c > r_r).float().sum().detach(),
+                     "margin": (r_c - r_r).sum().detach(), "count": len(examples)}
             return per_pair.sum() / denominator, stats
         return self._token_loss([e.ids for e in examples], [e.labels for e in examples],
                                 denominator, shift=False)
@@ -308,8 +309,9 @@ class RewardTrainer:
         loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=-100,
                                reduction="sum")
         mask = targets != -100
-        stats = {"correct": (logits.argmax(-1)[mask] == targets[mask]).float().sum().item(),
-                 "count": int(mask.sum().item())}
+        # a masked sum, not boolean indexing: indexing must wait for the device to size its result
+        stats = {"correct": ((logits.argmax(-1) == targets) & mask).float().sum(),
+                 "count": mask.sum()}
         return loss / denominator, stats
 
     def step(self) -> dict[str, float]:
@@ -330,20 +332,26 @@ class RewardTrainer:
                                            for e in examples)))
         self.model.train()
         self._updating = True
-        total, sums = 0.0, {"correct": 0.0, "margin": 0.0, "count": 0.0}
+        parts = []  # each micro-batch's loss and statistics, read from the device after the step
         for lo in range(0, len(examples), micro):
             loss, stats = self.loss(examples[lo:lo + micro], denominator)
             loss.backward()
-            total += loss.item()
-            for k, v in stats.items():
-                sums[k] += v
+            parts.append((loss.detach(), stats))
         norm = torch.nn.utils.clip_grad_norm_(self.params, cfg.max_grad_norm or math.inf)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         self.scheduler.step()
         self._updating = False
         self.step_count += 1
-        out = {"loss": total, "grad_norm": norm.item(), "lr": self.scheduler.get_last_lr()[0],
+        read = iter(host_values([norm] + [x for loss, stats in parts
+                                          for x in (loss, *stats.values())]))
+        norm_value = next(read)
+        total, sums = 0.0, {"correct": 0.0, "margin": 0.0, "count": 0.0}
+        for _, stats in parts:
+            total += next(read)
+            for k in stats:
+                sums[k] += next(read)
+        out = {"loss": total, "grad_norm": norm_value, "lr": self.scheduler.get_last_lr()[0],
                "time/step": time.perf_counter() - start, **memory_metrics(self.device)}
         if self.likelihood:
             out["train/token_accuracy"] = sums["correct"] / max(1.0, sums["count"])

@@ -357,8 +357,8 @@ class HeadsEnsembleTrainer(RewardTrainer):
             per_pair = per_pair + self.cfg.center_rewards_coefficient * (r_c + r_r) ** 2
         weights = torch.tensor([e.weights for e in examples], device=self.device)
         loss = (per_pair * weights).sum() / (denominator * self.cfg.ensemble)
-        stats = {"correct": (r_c > r_r).float().mean(1).sum().item(),
-                 "margin": (r_c - r_r).mean(1).sum().item(), "count": len(examples)}
+        stats = {"correct": (r_c > r_r).float().mean(1).sum().detach(),
+                 "margin": (r_c - r_r).mean(1).sum().detach(), "count": len(examples)}
         return loss, stats
 
     def heldout_values(self) -> np.ndarray:

@@ -3,6 +3,7 @@ trainer, reward-model training and the learned rewards' loading."""
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -41,6 +42,30 @@ def memory_metrics(device: torch.device) -> dict[str, float]:
     if device.type != "cuda":
         return {}
     return {"memory/peak_gib": torch.cuda.max_memory_allocated(device) / 2**30}
+
+
+def host_values(values: Sequence[Any]) -> list[float]:
+    """The values of many scalars — 0-dim tensors on any device, or plain numbers — read back
+    to the host together, one copy per device, in order.
+
+    Reading a GPU tensor (``.item()``, ``float()``) waits for all the work queued before it.
+    Done between a forward pass and its backward, that wait keeps the host from queueing the
+    backward's kernels while the GPU runs the forward, so a small model's step becomes a
+    series of stalls. A training step therefore keeps its figures as tensors and reads them
+    here once, after the optimizer step."""
+    out: list[Any] = list(values)
+    by_device: dict[torch.device, list[int]] = {}
+    for i, value in enumerate(out):
+        if isinstance(value, torch.Tensor):
+            by_device.setdefault(value.device, []).append(i)
+        else:
+            out[i] = float(value)
+    for device, indices in by_device.items():
+        wide = torch.float32 if device.type == "mps" else torch.float64  # mps has no float64
+        read = torch.stack([out[i].detach().reshape(()).to(wide) for i in indices]).tolist()
+        for i, value in zip(indices, read):
+            out[i] = value
+    return out
 
 
 def unwrap(model: Any) -> Any:

@@ -44,12 +44,13 @@ class Rollout:
     def __len__(self) -> int:
         return self.completion_ids.shape[0]
 
-    def select(self, index: torch.Tensor) -> "Rollout":
-        """The rows at ``index`` (a LongTensor), e.g. the groups a filter kept."""
-        rows = index.tolist()
+    def select(self, index: torch.Tensor, texts: bool = True) -> "Rollout":
+        """The rows at ``index`` (a LongTensor), e.g. the groups a filter kept. ``texts=False``
+        leaves the texts out, for a forward pass: picking them reads ``index`` back to the
+        host, a wait for the device when ``index`` lives there."""
+        picked = [self.texts[i] for i in index.tolist()] if texts else []
         return Rollout(self.prompt_ids[index], self.prompt_mask[index], self.completion_ids[index],
-                       self.completion_mask[index], self.truncated[index],
-                       [self.texts[i] for i in rows])
+                       self.completion_mask[index], self.truncated[index], picked)
 
 
 def left_pad(sequences: Sequence[Sequence[int]], pad_id: int,

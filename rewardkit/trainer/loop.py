@@ -36,7 +36,7 @@ from .distributed import Dist
 from .evaluation import evaluate, evaluate_gold, gold_prompts
 from .generation import GenerationOptions, Rollout, concat_rollouts, generate
 from ..runtime.allocator import retain_freed_memory
-from ..runtime.device import memory_metrics
+from ..runtime.device import host_values, memory_metrics
 from ..runtime.health import NoLearningSignal, SignalMonitor
 from ..runtime.schedule import lr_factor
 from ..runtime.steps import Every, run_steps
@@ -386,7 +386,7 @@ class Trainer:
         logps, vals = [], []
         for part in self.row_chunks(len(rollout), width):
             index = torch.arange(part.start, part.stop, device=rollout.prompt_ids.device)
-            logp, _, value = self.forward(model, rollout.select(index), values=values)
+            logp, _, value = self.forward(model, rollout.select(index, texts=False), values=values)
             logps.append(logp)
             if value is not None:
                 vals.append(value)
@@ -400,9 +400,8 @@ class Trainer:
         mini = min(cfg.mini_batch_size or n, n)
         micro = min(cfg.micro_batch_size or mini, mini)
         width = batch.rollout.prompt_ids.shape[1] + batch.rollout.completion_ids.shape[1]
-        sums: dict[str, float] = {}
-        count = 0
-        norms: list[float] = []
+        records: list[dict[str, Any]] = []  # each micro-batch's figures, as 0-dim tensors
+        norms: list[Any] = []
         self.model.train()
         for _ in range(cfg.epochs):
             order = torch.randperm(n) if mini < n else torch.arange(n)
@@ -417,17 +416,23 @@ class Trainer:
                         parts = self.loss(batch, rows[part], num_tokens, num_seqs)
                         loss = parts.pop("loss") * self.dist.world_size
                         self.scaler.scale(loss).backward()
-                    for key, value in parts.items():
-                        sums[key] = sums.get(key, 0.0) + value
-                    count += 1
+                    records.append(parts)
                 self.scaler.unscale_(self.optimizer)
                 norm = torch.nn.utils.clip_grad_norm_(self.params, cfg.max_grad_norm or math.inf)
-                norms.append(float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm))
+                norms.append(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)
                 self.scaler.step(self.optimizer)
                 self.scaler.update()
                 self.optimizer.zero_grad(set_to_none=True)
         if self.vllm is not None:  # the engine samples the next step from the new weights
             self.vllm.sync_weights(unwrap(self.model))
+        # read from the device once, now that every pass is queued (host_values says why)
+        read = iter(host_values(norms + [v for parts in records for v in parts.values()]))
+        norms = [next(read) for _ in norms]
+        sums: dict[str, float] = {}
+        for parts in records:
+            for key in parts:
+                sums[key] = sums.get(key, 0.0) + next(read)
+        count = len(records)
         # losses: micro-batch shares summed per optimizer step; the rest: mean per micro-batch
         return {**{k: v / (len(norms) if k.startswith("loss/") else max(count, 1))
                    for k, v in sums.items()},
@@ -435,9 +440,10 @@ class Trainer:
 
     def loss(self, batch: Batch, rows: torch.Tensor, num_tokens: float,
              num_seqs: float) -> dict[str, Any]:
-        """Clipped policy loss + β·KL − c·entropy (+ value loss) on some rows of the batch."""
+        """Clipped policy loss + β·KL − c·entropy (+ value loss) on some rows of the batch, and
+        its figures as 0-dim tensors (:meth:`update` reads them after the optimizer step)."""
         cfg = self.cfg
-        rollout = batch.rollout.select(rows)
+        rollout = batch.rollout.select(rows, texts=False)
         mask = batch.loss_mask[rows]
         logp, entropy, values = self.forward(self.model, rollout, values=True, entropy=True)
         old = batch.old_logp[rows] if batch.old_logp is not None else logp.detach()
@@ -457,21 +463,21 @@ class Trainer:
         loss = aggregate(per_token, train_mask, cfg.loss_aggregation, num_tokens=num_tokens,
                          num_seqs=num_seqs, max_tokens=cfg.max_new_tokens)
         # this micro-batch's share of the mini-batch loss (over all processes)
-        out: dict[str, Any] = {"loss/policy": loss.item() * self.dist.world_size}
+        out: dict[str, Any] = {"loss/policy": loss.detach() * self.dist.world_size}
         if values is not None:
             vloss = value_loss(values, batch.old_values[rows], batch.returns[rows], cfg.value_clip)
             vloss = aggregate(vloss, mask, "token_mean", num_tokens=num_tokens)
             loss = loss + cfg.vf_coef * vloss
-            out["loss/value"] = vloss.item() * self.dist.world_size
+            out["loss/value"] = vloss.detach() * self.dist.world_size
         denom = mask.sum().clamp(min=1)
         out.update({
             "loss": loss,
-            "clip_fraction": ((clipped.clipped.float() * mask).sum() / denom).item(),
-            "ratio/mean": ((clipped.ratio.detach() * mask).sum() / denom).item(),
-            "entropy": ((entropy.detach() * mask).sum() / denom).item(),
+            "clip_fraction": (clipped.clipped.float() * mask).sum() / denom,
+            "ratio/mean": (clipped.ratio.detach() * mask).sum() / denom,
+            "entropy": (entropy.detach() * mask).sum() / denom,
         })
         if kl is not None:
-            out["kl"] = ((kl.detach() * mask).sum() / denom).item()
+            out["kl"] = (kl.detach() * mask).sum() / denom
         return out
 
     # -- the run ----------------------------------------------------------------------------------
