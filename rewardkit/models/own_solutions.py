@@ -28,6 +28,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+from ..runtime.decoding import plain_generation
 from . import encoding
 
 VERIFY_MODES = ("likelihood", "generate")
@@ -79,7 +80,7 @@ def generate(model: Any, tokenizer: Any, prefixes: Sequence[str], plain: bool,
                            dtype=torch.long, device=device)
         mask = torch.tensor([[0] * (width - len(rows[i])) + [1] * len(rows[i]) for i in idx],
                             dtype=torch.long, device=device)
-        with torch.inference_mode():
+        with torch.inference_mode(), plain_generation(model):
             got = model.generate(input_ids=ids, attention_mask=mask, do_sample=False,
                                  num_beams=num_solutions, num_return_sequences=num_solutions,
                                  max_new_tokens=max_new_tokens, pad_token_id=pad,

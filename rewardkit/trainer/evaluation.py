@@ -13,6 +13,7 @@ import torch
 
 from ..compose import ConfigError
 from ..runtime.checkpoint import rng_state, set_rng_state
+from ..runtime.decoding import plain_generation
 from ..scorer import Scorer
 from ..types import Sample
 from .data import Prompt
@@ -146,9 +147,10 @@ def greedy_texts(model: Any, tokenizer: Any, prompts: Sequence[Prompt],
     kwargs: dict[str, Any] = {}
     if options.stop:
         kwargs.update(stop_strings=list(options.stop), tokenizer=tokenizer)
-    out = model.generate(input_ids=ids, attention_mask=mask, do_sample=False, temperature=None,
-                         top_p=None, top_k=None, max_new_tokens=options.max_new_tokens,
-                         pad_token_id=tokenizer.pad_token_id, **kwargs)
+    with plain_generation(model):
+        out = model.generate(input_ids=ids, attention_mask=mask, do_sample=False,
+                             max_new_tokens=options.max_new_tokens,
+                             pad_token_id=tokenizer.pad_token_id, **kwargs)
     model.train(was_training)
     texts = tokenizer.batch_decode(out[:, ids.shape[1]:], skip_special_tokens=True)
     if options.stop:

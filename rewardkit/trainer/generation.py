@@ -10,6 +10,8 @@ from typing import Any, Sequence
 
 import torch
 
+from ..runtime.decoding import plain_generation
+
 
 @dataclass
 class GenerationOptions:
@@ -131,7 +133,8 @@ def generate(model: Any, tokenizer: Any, prompt_ids: Sequence[Sequence[int]], gr
         kwargs["synced_gpus"] = True
     was_training = model.training
     model.eval()
-    out = model.generate(input_ids=ids, attention_mask=mask, **kwargs)
+    with plain_generation(model):
+        out = model.generate(input_ids=ids, attention_mask=mask, **kwargs)
     model.train(was_training)
     completion = out[:, ids.shape[1]:]
     if completion.shape[1] == 0:

@@ -12,6 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Mapping, Sequence
 
 from rewardkit.extras import require
+from rewardkit.runtime.decoding import plain_generation
 
 DEFAULT_TEMPLATE = (
     "You are grading a response against one criterion.\n\n"
@@ -244,7 +245,7 @@ class LocalJudge(Judge):
             self.calls += len(chunk)
             enc = self.tokenizer([self._text(p) for p in chunk], return_tensors="pt",
                                  padding=True, add_special_tokens=False).to(self.device)
-            with self.torch.no_grad():
+            with self.torch.no_grad(), plain_generation(self.model):
                 gen = self.model.generate(**enc, max_new_tokens=self.max_new_tokens,
                                           do_sample=False,
                                           pad_token_id=self.tokenizer.pad_token_id)
