@@ -245,6 +245,7 @@ class LocalJudge(Judge):
             self.calls += len(chunk)
             enc = self.tokenizer([self._text(p) for p in chunk], return_tensors="pt",
                                  padding=True, add_special_tokens=False).to(self.device)
+            enc.pop("token_type_ids", None)  # a causal LM takes none; older generate refuses them
             with self.torch.no_grad(), plain_generation(self.model):
                 gen = self.model.generate(**enc, max_new_tokens=self.max_new_tokens,
                                           do_sample=False,
