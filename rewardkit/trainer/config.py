@@ -10,8 +10,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from .. import registry
 from ..compose import ConfigError
 from ..runtime.fields import SCHEDULES, JobConfig, check_types, choice
+from ..scorer import Scorer
 
 ALGORITHMS = ("grpo", "ppo")
 ADVANTAGES = ("grpo", "rloo", "reinforce_pp", "gae")
@@ -452,3 +454,13 @@ def _reward_section(data: Mapping[str, Any], path: str | Path) -> Any:
     if isinstance(reward, Mapping) or isinstance(reward, str):
         return reward
     raise ConfigError(f"{path}: `reward:` must be a reward name or a composition mapping")
+
+
+def load_reward(spec: Any, options: dict[str, Any], what: str) -> Scorer:
+    """``rewardkit.load`` with its errors (unknown name, bad option, missing extra) turned into
+    a ConfigError naming the option."""
+    try:
+        return registry.load(spec, **options)
+    except (KeyError, TypeError, ImportError) as exc:
+        message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+        raise ConfigError(f"{what}: {message}") from exc

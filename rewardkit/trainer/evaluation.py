@@ -92,6 +92,13 @@ def evaluate(model: Any, tokenizer: Any, prompts: Sequence[Prompt], scorer: Scor
     return out
 
 
+def seed_everything(seed: int) -> None:
+    """Seed Python's, NumPy's and torch's (every device's) global generators."""
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
 @contextmanager
 def own_random_stream(seed: int) -> Iterator[None]:
     """Run the body on a random stream of its own (Python, NumPy, torch and CUDA seeded with
@@ -99,9 +106,7 @@ def own_random_stream(seed: int) -> Iterator[None]:
     draws, nothing drawn outside it changes. HF ``generate`` samples from the global torch
     generator and takes no generator of its own, hence the save, seed and restore."""
     saved = rng_state()
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
+    seed_everything(seed)
     try:
         yield
     finally:

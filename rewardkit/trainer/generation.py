@@ -55,6 +55,13 @@ class Rollout:
                        self.completion_mask[index], self.truncated[index], picked)
 
 
+def rollout_stats(rollout: Rollout) -> dict[str, float]:
+    """Mean completion length and the share cut at ``max_new_tokens``."""
+    lengths = rollout.completion_mask.sum(-1).float()
+    return {"completion/length": lengths.mean().item(),
+            "completion/truncated": rollout.truncated.float().mean().item()}
+
+
 def left_pad(sequences: Sequence[Sequence[int]], pad_id: int,
              device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
     """Stack token lists into ``[N, max_len]`` ids and mask, padded on the left."""

@@ -9,8 +9,6 @@ tested alone; this module only wires them.
 from __future__ import annotations
 
 import math
-import random
-import sys
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -20,7 +18,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from .. import registry
 from ..compose import ConfigError
 from ..console import evaluation_line, hide_library_progress_bars, say
 from ..diagnostics import explain_flat_rewards
@@ -29,12 +26,12 @@ from ..types import Sample
 from . import advantages as adv
 from . import checkpoint as ckpt
 from . import filters
-from .config import TrainConfig
+from .config import TrainConfig, load_reward
 from .data import (PromptSampler, check_inputs, describe_reference, load_prompts,
                    truncated_count)
 from .distributed import Dist
-from .evaluation import evaluate, evaluate_gold, gold_prompts
-from .generation import GenerationOptions, Rollout, concat_rollouts, generate
+from .evaluation import evaluate, evaluate_gold, gold_prompts, seed_everything
+from .generation import GenerationOptions, Rollout, concat_rollouts, generate, rollout_stats
 from ..runtime.allocator import retain_freed_memory
 from ..runtime.device import host_values, memory_metrics
 from ..runtime.health import NoLearningSignal, SignalMonitor
@@ -77,11 +74,11 @@ class Trainer:
         if not cfg.progress:
             hide_library_progress_bars()
         self.dist = Dist.from_env()
-        _seed_everything(cfg.seed + self.dist.rank)
-        self.scorer = scorer or _load_reward(cfg.reward, cfg.reward_options, "reward")
-        self.gold = gold_scorer or (_load_reward(cfg.gold_reward, {}, "gold_reward")
+        seed_everything(cfg.seed + self.dist.rank)
+        self.scorer = scorer or load_reward(cfg.reward, cfg.reward_options, "reward")
+        self.gold = gold_scorer or (load_reward(cfg.gold_reward, {}, "gold_reward")
                                     if cfg.gold_reward else None)
-        self.monitor = (_load_reward(cfg.monitor_reward, {}, "monitor_reward")
+        self.monitor = (load_reward(cfg.monitor_reward, {}, "monitor_reward")
                         if cfg.monitor_reward else None)
         if cfg.reward_refresh_every:
             self.scorer = refreshed_reward(cfg, self.scorer)
@@ -205,7 +202,7 @@ class Trainer:
             stats["time/score"] += time.perf_counter() - t1
             if round_ == 0:
                 stats.update(score_stats)
-                stats.update(_rollout_stats(rollout))
+                stats.update(rollout_stats(rollout))
             zero_var += int(filters.zero_variance_groups(rewards, cfg.group_size).sum())
             keep = self.group_keep(rewards)
             seen_groups += len(prompts)
@@ -587,27 +584,6 @@ class Trainer:
     def save(self) -> Path | None:
         """A resumable checkpoint of the current step (see :func:`checkpoint.save_run`)."""
         return ckpt.save_run(self)
-
-def _rollout_stats(rollout: Rollout) -> dict[str, float]:
-    lengths = rollout.completion_mask.sum(-1).float()
-    return {"completion/length": lengths.mean().item(),
-            "completion/truncated": rollout.truncated.float().mean().item()}
-
-
-def _load_reward(spec: Any, options: dict[str, Any], what: str) -> Scorer:
-    """``rewardkit.load`` with its errors (unknown name, bad option, missing extra) turned into
-    a ConfigError naming the option."""
-    try:
-        return registry.load(spec, **options)
-    except (KeyError, TypeError, ImportError) as exc:
-        message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
-        raise ConfigError(f"{what}: {message}") from exc
-
-
-def _seed_everything(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
 
 
 def train(cfg: TrainConfig, scorer: Scorer | None = None, resume: str | Path | None = None
