@@ -131,3 +131,47 @@ def test_without_the_runs_accounts_the_wall_clock_decides():
     assert clock.check() == 0.0
     assert clock.cpu_used() is None
     assert "not spent waiting for a CPU" in clock.reason
+
+
+class _Meter:
+    """A run's accounts as the kernel shows them during a long wait for a CPU: no CPU time
+    used, no wait counted yet (``schedstat`` adds a wait when it ends), the process ready."""
+
+    def __init__(self) -> None:
+        self.ready = True
+
+    def cpu_s(self) -> float:
+        return 3.0
+
+    def waits(self) -> dict[int, float]:
+        return {4242: 0.5}
+
+    def ready_now(self) -> bool:
+        return self.ready
+
+
+def test_a_run_ready_to_run_is_not_timed_out_on_a_wait_the_kernel_has_not_counted_yet():
+    meter = _Meter()
+    clock = CaseClock(meter, stretch=10.0, slack_s=2.0)
+    clock.start(0.1)
+    time.sleep(0.15)
+    assert clock.check() > 0.0, clock.reason  # still waiting for its turn: looked at again
+    meter.ready = False  # it sleeps: the wall-clock rule holds as before
+    assert clock.check() == 0.0
+    assert "not spent waiting for a CPU" in clock.reason
+
+
+def test_the_meter_sees_a_spinning_run_ready_and_a_sleeping_one_not():
+    spin = "import os\nos.read(3, 1)\nwhile True:\n    pass\n"
+    sleep = "import os, time\nos.read(3, 1)\ntime.sleep(30)\n"
+    seen = {}
+    with Sandbox(pool_size=1) as sb:
+        for name, source in (("spin", spin), ("sleep", sleep)):
+            with sb.start(Program(source, channel=True), Limits(cpu_s=5, wall_s=5)) as proc:
+                meter = RunMeter(proc.accounts(timeout=10))
+                proc.channel.send(b"x")
+                time.sleep(0.3)
+                seen[name] = meter.ready_now()
+                meter.close()
+                proc.kill()
+    assert seen == {"spin": True, "sleep": False}

@@ -15,7 +15,8 @@ however started; a process cannot leave its cgroup) and, for each of its process
 A test that does not use the CPU (it sleeps, blocks, or trickles its reply) is stopped by the
 wall-clock rule the sandbox uses for whole runs: the limit, moved on by the time the candidate
 waited for a CPU that others held (the longest wait of any of its processes) and by the time
-this checker waited for one, up to a backstop (``Limits.wall_backstop_s`` of an I/O-style case
+this checker waited for one (a run that is ready to run when the limit comes is looked at again
+shortly: the kernel counts a wait only once it has ended), up to a backstop (``Limits.wall_backstop_s`` of an I/O-style case
 of the same limit). A candidate cannot stretch it without using CPU: waiting for a CPU means
 being ready to run, and it only waits for its own threads by running them.
 
@@ -82,6 +83,27 @@ class RunMeter:
                 out[pid] = waited
         return out
 
+    def ready_now(self) -> bool:
+        """Whether a process of the run is ready to run at this moment (state ``R``: on a CPU or
+        waiting for one). A wait in progress is not yet in ``schedstat``'s run-queue delay:
+        the kernel adds it when the wait ends, when the task reaches a CPU."""
+        try:
+            with open(self.procs_file, "rb") as fh:
+                pids = [int(p) for p in fh.read(1 << 16).split()]
+        except (OSError, ValueError):
+            return False
+        for pid in pids:
+            try:
+                with open(f"/proc/{pid}/stat", "rb") as fh:
+                    stat = fh.read()
+            except OSError:
+                continue
+            # "PID (comm) STATE ...": comm may hold spaces and parentheses; the state follows
+            # the last ")".
+            if stat[stat.rfind(b")") + 2:][:1] == b"R":
+                return True
+        return False
+
     def close(self) -> None:
         os.close(self.cpu_fd)
 
@@ -143,6 +165,9 @@ class CaseClock:
             return 0.0  # not measured: no credit (fail closed)
         return max(w - self.waits0.get(pid, 0.0) for pid, w in waits.items())
 
+    def _may_be_waiting(self) -> bool:
+        return bool(self.meter and self.cpu0 is not None and self.meter.ready_now())
+
     def first_check_in(self) -> float:
         """Seconds until the first check: the limit, when a run held to one core's worth of CPU
         per second of wall time (the code reward's ``max_cpus``) could first be over it; a run
@@ -161,6 +186,13 @@ class CaseClock:
                            f"{self.backstop - self.t0:g} s was reached")
             return 0.0
         active = now - self.t0 - self._candidate_wait() - (own_wait_s() - self.own0)
+        if active >= self.limit and self._may_be_waiting():
+            # A candidate ready to run may be in a wait the kernel has not yet counted (on a
+            # crowded host a low-priority run can wait a second or more for its turn): look
+            # again shortly. Being ready to run is running or waiting to: a candidate cannot
+            # stay so without using the CPU that the CPU rule above counts, and the backstop
+            # bounds it.
+            return max(MIN_CHECK_S, min(0.1, self.backstop - now))
         if active >= self.limit:
             self.reason = (f"time limit of {self.limit:g} s exceeded: {active:.2f} s of wall "
                            "time not spent waiting for a CPU (the program slept, blocked or "
