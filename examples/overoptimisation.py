@@ -28,6 +28,10 @@ against
                   evaluations in a row (``stop_on_disagreement``; never reads the gold reward),
   (j) ``adaptive_kl``  the single proxy with β adapted every step to hold the KL near
                   ``--kl-target`` (``kl_target``, Ziegler et al. 2019),
+  (k) ``disagreement_penalty``  the single proxy less ``--disagreement-lam`` × the ensemble's
+                  disagreement (a composition: the proxy, standardised on the reference set
+                  as the members are, with weight 1; the ensemble's ``combine: std`` with
+                  weight −λ): the gain from the proxy, the penalty from the members,
 
 evaluating the gold and the training reward on held-out prompts every ``--eval-every`` steps.
 The stop arms' curves end where they stopped (by default the rule is replayed on the single
@@ -52,8 +56,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 ARITH = ROOT / "data" / "arithmetic"
 RUNS = ("single", "mean", "penalty", "min", "kl_strong", "par", "early_stop", "refresh",
-        "disagreement_stop", "adaptive_kl")
-ENSEMBLE_ARMS = {"mean", "penalty", "min", "disagreement_stop"}
+        "disagreement_stop", "adaptive_kl", "disagreement_penalty")
+ENSEMBLE_ARMS = {"mean", "penalty", "min", "disagreement_stop", "disagreement_penalty"}
 STOP_ARMS = {"early_stop", "disagreement_stop"}
 """Arms that are the single proxy's run cut short by a stop rule. With ``--stops replay`` (the
 default) the rule is applied to the single proxy's logged evaluations of the same seed instead
@@ -190,6 +194,13 @@ def reward_spec(name: str, out: Path, data: dict[str, Path], args: argparse.Name
         return {"reward": "shaped", "options": {
             "reward": single["reward"], "options": single["options"], "method": "par",
             "reference_field": "reference_completion"}}
+    if name == "disagreement_penalty":
+        proxy = {"reward": "ensemble", "options": {
+            "members": [single], "combine": "mean", "reference": str(data["reference"])}}
+        return {"reward": {"rewards": {
+            "proxy": {**proxy, "weight": 1.0},
+            "disagreement": {**ensemble_spec(out, data, "std"),
+                             "weight": -args.disagreement_lam}}}, "options": {}}
     combine = {"mean": "mean", "min": "min", "penalty": args.penalty}[name]
     return ensemble_spec(out, data, combine, args.lam)
 
@@ -456,6 +467,9 @@ def main() -> None:
     parser.add_argument("--disagreement-margin", type=float, default=0.1,
                         help="arm disagreement_stop: count an evaluation only when the "
                              "disagreement is this much (relative) above its first value")
+    parser.add_argument("--disagreement-lam", type=float, default=1.0,
+                        help="arm disagreement_penalty: weight of the members' disagreement "
+                             "(their std, standardised) subtracted from the standardised proxy")
     parser.add_argument("--keep-before-stop", action=argparse.BooleanOptionalAction,
                         default=False,
                         help="arm disagreement_stop: the policy kept is the one of the "
@@ -528,6 +542,8 @@ def main() -> None:
                          f"{args.refresh_every} steps"}
     labels["adaptive_kl"] = (f"(j) single proxy, adaptive KL (target {args.kl_target:g}, "
                              f"K_β {args.kl_adapt_rate:g})")
+    labels["disagreement_penalty"] = (f"(k) single proxy − {args.disagreement_lam:g} × "
+                                      f"ensemble disagreement (no gold)")
     labels["disagreement_stop"] = (f"(i) single proxy, stop on rising ensemble disagreement "
                                    f"(patience {args.disagreement_patience}, no gold)")
     replayed = [n for n in names if n in STOP_ARMS] if args.stops == "replay" else []

@@ -39,6 +39,7 @@ def _ensemble(k=3, fail=None, **options):
     ("min", 1.0, 1.0),
     ("uwo", 0.5, 3.0 - 0.5 * 14 / 3),
     ("mean_minus_std", 2.0, 3.0 - 2.0 * math.sqrt(14 / 3)),
+    ("std", 2.0, math.sqrt(14 / 3)),
 ])
 def test_each_combine_rule_matches_the_hand_computed_value(combine, lam, expected):
     (score,) = _ensemble(combine=combine, lam=lam).score([_sample([1.0, 2.0, 6.0])])
@@ -64,11 +65,31 @@ def test_combine_rules_agree_with_numpy_on_random_members():
         batch = [_sample(values.tolist())]
         expected = {"mean": values.mean(), "min": values.min(),
                     "uwo": values.mean() - lam * values.var(),
-                    "mean_minus_std": values.mean() - lam * values.std()}
+                    "mean_minus_std": values.mean() - lam * values.std(),
+                    "std": values.std()}
         for combine, want in expected.items():
             (score,) = _ensemble(k=5, combine=combine, lam=lam).score(batch)
             assert score.value == pytest.approx(float(want), abs=1e-9)
             assert score.uncertainty == pytest.approx(float(values.std()), abs=1e-9)
+
+
+def test_std_subtracted_in_a_composition_penalises_one_reward_by_the_members_disagreement():
+    """The gain from one reward, the penalty from members that err differently: a sample the
+    proxy prefers but the members disagree on falls below one they agree on."""
+    proxy = FunctionScorer(lambda prompt, completion, reference, metadata: metadata["proxy"],
+                           name="proxy")
+    members = [_member(j) for j in range(3)]
+    scorer = rewardkit.load({"rewards": {
+        "proxy": {"reward": "ensemble", "weight": 1.0, "options": {  # one member: the proxy
+            "members": [proxy], "normalize": False}},
+        "disagreement": {"reward": "ensemble", "weight": -2.0, "options": {
+            "members": members, "combine": "std", "normalize": False}}}})
+    agreed = Sample("p", "c", metadata={"proxy": 1.0, "r": [0.0, 0.0, 0.0]})
+    disputed = Sample("p", "c", metadata={"proxy": 1.5, "r": [1.0, 2.0, 6.0]})
+    a, d = scorer.score([agreed, disputed])
+    assert a.value == pytest.approx(1.0)
+    assert d.value == pytest.approx(1.5 - 2.0 * math.sqrt(14 / 3))
+    assert d.value < a.value
 
 
 def test_agreeing_members_have_no_uncertainty_and_no_penalty():

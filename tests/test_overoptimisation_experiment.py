@@ -193,17 +193,23 @@ def test_every_reward_model_the_arms_load_cuts_its_passes_by_a_fixed_rule(tmp_pa
 
     exp = _module()
     data = exp.data_paths(tmp_path)
-    args = argparse.Namespace(penalty="uwo", lam=1.0)
+    args = argparse.Namespace(penalty="uwo", lam=1.0, disagreement_lam=1.0)
     specs = [exp.reward_spec(n, tmp_path, data, args) for n in exp.RUNS]
     specs.append(exp.ensemble_spec(tmp_path, data))
 
     def padding(spec):
-        options = spec["options"]
-        if spec["reward"] == "reward_model":
-            return options.get("max_padding", "auto")
-        if spec["reward"] == "ensemble":
-            return options.get("model_options", {}).get("max_padding", "auto")
+        """The rule of every reward model in ``spec`` (compositions and members included)."""
+        reward, options = spec["reward"], spec.get("options", {})
+        if isinstance(reward, dict):  # a composition: each component
+            return [r for part in reward["rewards"].values() for r in padding(part)]
+        if reward == "reward_model":
+            return [options.get("max_padding", "auto")]
+        if reward == "ensemble" and "members" in options:
+            return [r for member in options["members"] for r in padding(member)]
+        if reward == "ensemble":
+            return [options.get("model_options", {}).get("max_padding", "auto")]
         return padding({"reward": options["reward"], "options": options["options"]})
 
-    rules = [padding(s) for s in specs]
+    rules = [r for s in specs for r in padding(s)]
+    assert len(rules) == len(specs) + 1, rules  # the penalty arm loads two reward models
     assert all(isinstance(r, float) and 0 <= r < 1 for r in rules), rules

@@ -11,7 +11,8 @@ Modules:
     process_reward    the ``process_reward`` Scorer (token classifier read at step marks)
     implicit_reward   the ``implicit_reward`` Scorer (a causal LM's log-likelihood, reference-free
                       or against a reference; per-step scores from the same pass)
-    ensemble          the ``ensemble`` Scorer (mean/min/uwo/mean_minus_std, per-member normalisation)
+    ensemble          the ``ensemble`` Scorer (mean/min/uwo/mean_minus_std/std, members
+                      standardised)
     multihead         K reward heads on one trunk: its Scorer, stack_heads / split_heads
     lora_members      K LoRA adapters on one base as ensemble members
     learned_shaping   PAR, centring and clipping against a reference completion (``shaped``)

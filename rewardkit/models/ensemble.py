@@ -14,6 +14,9 @@ r̄ = (1/k) Σ rᵢ and the population variance σ² = (1/k) Σ (rᵢ − r̄)²
 ``min``             minᵢ rᵢ — worst-case optimisation (WCO, Coste et al. 2023)
 ``uwo``             r̄ − λ·σ² — UWO, uncertainty-weighted (Coste et al. 2023)
 ``mean_minus_std``  r̄ − λ·σ — a lower confidence bound
+``std``             σ — the disagreement alone, for a composition that subtracts it from
+                    another reward (``weight: -λ``): the gain from one reward, the penalty
+                    from members that err differently
 ==================  ====================================================================
 
 ``Score.uncertainty`` is σ, ``Score.components`` each member's (normalised) value.
@@ -60,7 +63,7 @@ from .lora_members import LoraMembersScorer, check_adapter_dir, manifest_sidecar
 from .multihead import MultiHeadRewardScorer
 from .reward_model import RewardModelScorer, _reference_samples
 
-COMBINES = ("mean", "min", "uwo", "mean_minus_std")
+COMBINES = ("mean", "min", "uwo", "mean_minus_std", "std")
 
 
 class EnsembleNormalisationWarning(UserWarning):
@@ -89,6 +92,8 @@ def combine_values(values: Sequence[float], combine: str, lam: float) -> tuple[f
         return mean - lam * var, std
     if combine == "mean_minus_std":
         return mean - lam * std, std
+    if combine == "std":
+        return std, std
     raise ConfigError(f"combine must be one of {', '.join(COMBINES)}, got {combine!r}")
 
 
@@ -132,7 +137,7 @@ class EnsembleScorer(Scorer):
         heads: with ``model``, the expected number of members (checked).
         model_options: with ``model``, options of the model (``max_length``, ``batch_tokens``,
             ``device``, ``dtype``, ``tokenizer``, ``pad_token``, ...), as for ``reward_model``.
-        combine: ``mean``, ``min``, ``uwo`` (mean − λ·variance) or ``mean_minus_std``.
+        combine: ``mean``, ``min``, ``uwo`` (mean − λ·variance), ``mean_minus_std`` or ``std``.
         lam: λ of ``uwo`` and ``mean_minus_std``.
         normalize: standardise each member before combining (default True).
         reference: reference samples or a data file whose per-member mean/std normalise the
