@@ -57,6 +57,9 @@ ROOT = Path(__file__).resolve().parents[1]
 ARITH = ROOT / "data" / "arithmetic"
 RUNS = ("single", "mean", "penalty", "min", "kl_strong", "par", "early_stop", "refresh",
         "disagreement_stop", "adaptive_kl", "disagreement_penalty")
+DEFAULT_RUNS = RUNS[:-1]
+"""The arms of the default invocation (the main table in docs/overoptimisation.md); ``--runs``
+adds (k), measured on its own seeds after that table."""
 ENSEMBLE_ARMS = {"mean", "penalty", "min", "disagreement_stop", "disagreement_penalty"}
 STOP_ARMS = {"early_stop", "disagreement_stop"}
 """Arms that are the single proxy's run cut short by a stop rule. With ``--stops replay`` (the
@@ -494,8 +497,8 @@ def main() -> None:
                         help="seed of the data and the reward models")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2],
                         help="policy seeds of every arm")
-    parser.add_argument("--runs", default=",".join(RUNS),
-                        help="which arms to run (comma-separated)")
+    parser.add_argument("--runs", default=",".join(DEFAULT_RUNS),
+                        help=f"which arms to run (comma-separated, of {', '.join(RUNS)})")
     parser.add_argument("--skip-rm", action="store_true",
                         help="reuse the reward models already under --out")
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress bars")

@@ -57,7 +57,7 @@ def test_tiny_run_trains_the_proxies_and_runs_all_four_rewards_from_one_start(tm
     monkeypatch.setattr(sys, "argv", [
         "overoptimisation.py", "--out", str(out), "--pairs", "48", "--rm-steps", "3",
         "--members", "2", "--steps", "2", "--eval-every", "1", "--seeds", "0", "--jobs", "1",
-        "-q"])
+        "--runs", ",".join(exp.RUNS), "-q"])
     monkeypatch.setattr(exp, "run_policy", _small(exp.run_policy))
     exp.main()
     results = json.loads((out / "results.json").read_text())
