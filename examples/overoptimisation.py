@@ -28,10 +28,8 @@ against
                   evaluations in a row (``stop_on_disagreement``; never reads the gold reward),
   (j) ``adaptive_kl``  the single proxy with β adapted every step to hold the KL near
                   ``--kl-target`` (``kl_target``, Ziegler et al. 2019),
-  (k) ``disagreement_penalty``  the single proxy less ``--disagreement-lam`` × the ensemble's
-                  disagreement (a composition: the proxy, standardised on the reference set
-                  as the members are, with weight 1; the ensemble's ``combine: std`` with
-                  weight −λ): the gain from the proxy, the penalty from the members,
+  (k) ``disagreement_penalty``  the proxy, standardised as the members are, less
+                  ``--disagreement-lam`` × the members' disagreement (``combine: std``),
 
 evaluating the gold and the training reward on held-out prompts every ``--eval-every`` steps.
 The stop arms' curves end where they stopped (by default the rule is replayed on the single

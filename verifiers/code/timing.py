@@ -15,9 +15,9 @@ however started; a process cannot leave its cgroup) and, for each of its process
 A test that does not use the CPU (it sleeps, blocks, or trickles its reply) is stopped by the
 wall-clock rule the sandbox uses for whole runs: the limit, moved on by the time the candidate
 waited for a CPU that others held (the longest wait of any of its processes) and by the time
-this checker waited for one (a run that is ready to run when the limit comes is looked at again
-shortly: the kernel counts a wait only once it has ended), up to a backstop (``Limits.wall_backstop_s`` of an I/O-style case
-of the same limit). A candidate cannot stretch it without using CPU: waiting for a CPU means
+this checker waited for one (a run that is ready to run when the limit comes is looked at
+again shortly: the kernel counts a wait only once it has ended), up to a backstop
+(``Limits.wall_backstop_s`` of an I/O-style case of the same limit). A candidate cannot stretch it without using CPU: waiting for a CPU means
 being ready to run, and it only waits for its own threads by running them.
 
 Fail closed: where the run's CPU time is not accounted (no CPU cgroup, allowed only with
@@ -69,12 +69,18 @@ class RunMeter:
             pass
         return None
 
-    def waits(self) -> dict[int, float] | None:
-        """Each process of the run: seconds it has waited for a CPU so far; None if unread."""
+    def pids(self) -> list[int] | None:
+        """The run's processes now; None if unread."""
         try:
             with open(self.procs_file, "rb") as fh:
-                pids = [int(p) for p in fh.read(1 << 16).split()]
+                return [int(p) for p in fh.read(1 << 16).split()]
         except (OSError, ValueError):
+            return None
+
+    def waits(self) -> dict[int, float] | None:
+        """Each process of the run: seconds it has waited for a CPU so far; None if unread."""
+        pids = self.pids()
+        if pids is None:
             return None
         out = {}
         for pid in pids:
@@ -87,12 +93,7 @@ class RunMeter:
         """Whether a process of the run is ready to run at this moment (state ``R``: on a CPU or
         waiting for one). A wait in progress is not yet in ``schedstat``'s run-queue delay:
         the kernel adds it when the wait ends, when the task reaches a CPU."""
-        try:
-            with open(self.procs_file, "rb") as fh:
-                pids = [int(p) for p in fh.read(1 << 16).split()]
-        except (OSError, ValueError):
-            return False
-        for pid in pids:
+        for pid in self.pids() or ():
             try:
                 with open(f"/proc/{pid}/stat", "rb") as fh:
                     stat = fh.read()
