@@ -105,3 +105,43 @@ def test_a_timed_out_worker_is_replaced_by_a_started_spare():
         assert [s.info.get("reason") for s in scores] == ["timeout", None, "timeout"]
         assert pool.replacements == 2 and pool.spares_used >= 1
         assert len(pool._spares) == 1  # topped up again
+
+
+class _HeldWorker:
+    """A worker the test holds: alive, and nothing to start."""
+
+    class proc:  # noqa: N801 - what the pool reads of a worker process
+        @staticmethod
+        def poll():
+            return None
+
+    def kill(self):
+        pass
+
+
+def test_batches_waiting_for_the_pool_get_workers_in_the_order_they_asked():
+    """A server runs one batch per slot on one pool: when a worker frees up, the batch that
+    has waited longest takes it, not whichever thread wakes first (a newcomer's one-sample
+    batch must not lose that race to another client's later batches)."""
+    from rewardkit.verifiers.math.pool import WorkerPool
+
+    for _ in range(20):
+        pool = WorkerPool(size=1, memory_limit_mb=512)
+        pool._top_up_spares = lambda: None  # no processes: the held worker is the whole pool
+        held = _HeldWorker()
+        pool._all.append(held)
+        got: list[str] = []
+        threads = []
+        for name in ("first", "second", "third"):
+            def ask(name=name):
+                (w,) = pool._acquire(1)
+                got.append(name)
+                pool._release([w])
+            threads.append(threading.Thread(target=ask))
+            threads[-1].start()
+            while len(pool._asking) < len(threads):  # queued in this order
+                time.sleep(0.001)
+        pool._release([held])
+        for t in threads:
+            t.join(10)
+        assert got == ["first", "second", "third"]

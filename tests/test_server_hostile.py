@@ -30,7 +30,32 @@ pytest.importorskip("fastapi")
 
 ROOT = Path(__file__).resolve().parents[1]
 ORDER: list[str] = []          # completions in the order the `serial` reward scored them
-_POOL = threading.Lock()       # `serial`'s one-worker pool, held for a whole batch (like math's)
+
+
+class FifoLock:
+    """A one-worker pool held for a whole batch, taken in the order batches asked (as math's
+    pool is): ``threading.Lock`` lets whichever waiting thread runs first take it."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._queue: list[object] = []
+        self._held = False
+
+    def __enter__(self) -> None:
+        turn = object()
+        with self._cond:
+            self._queue.append(turn)
+            self._cond.wait_for(lambda: not self._held and self._queue[0] is turn)
+            self._queue.pop(0)
+            self._held = True
+
+    def __exit__(self, *exc) -> None:
+        with self._cond:
+            self._held = False
+            self._cond.notify_all()
+
+
+_POOL = FifoLock()             # `serial`'s one-worker pool, held for a whole batch (like math's)
 
 
 def serial(prompt, completion, reference, delay=0.05):

@@ -16,6 +16,12 @@ progress at all. Where ``/proc`` is missing the deadline is wall time.
 **Restarts stay off the critical path.** The pool keeps :data:`SPARES` started worker that takes
 the place of a killed one at once (its sympy import already done); a new spare then starts in
 the background.
+
+**Batches get workers in the order they asked.** Batches from several threads share the pool
+(a reward server runs one batch per slot); a batch waiting for a worker is served before any
+batch that asked after it. A condition variable alone wakes every waiter and lets whichever
+thread runs first take the freed worker, so under load a newcomer's one-sample batch could lose
+that race to another client's later batches again and again.
 """
 from __future__ import annotations
 
@@ -131,6 +137,7 @@ class WorkerPool:
         self._all: list[_Worker] = []
         self._spares: list[_Worker] = []
         self._cond = threading.Condition()
+        self._asking: deque[object] = deque()  # batches waiting for workers, first come first
         self._closed = False
         self._finalizer = weakref.finalize(self, _kill_all, self._all)
         self._spare_finalizer = weakref.finalize(self, _kill_all, self._spares)
@@ -140,19 +147,28 @@ class WorkerPool:
         self.spares_used = 0
 
     def _acquire(self, want: int) -> list[_Worker]:
+        """Up to ``want`` workers (at least one), once every batch that asked earlier has
+        its own."""
+        turn = object()
         with self._cond:
-            while True:
-                if self._closed:
-                    raise RuntimeError("the math verifier was closed; create a new one")
-                got = [self._idle.pop() for _ in range(min(want, len(self._idle)))]
-                while len(got) < want and len(self._all) < self.size:
-                    w = _Worker(self.memory_limit_mb)
-                    self._all.append(w)
-                    got.append(w)
-                if got:
-                    self._top_up_spares()
-                    return got
-                self._cond.wait()
+            self._asking.append(turn)
+            try:
+                while True:
+                    if self._closed:
+                        raise RuntimeError("the math verifier was closed; create a new one")
+                    if self._asking[0] is turn:
+                        got = [self._idle.pop() for _ in range(min(want, len(self._idle)))]
+                        while len(got) < want and len(self._all) < self.size:
+                            w = _Worker(self.memory_limit_mb)
+                            self._all.append(w)
+                            got.append(w)
+                        if got:
+                            self._top_up_spares()
+                            return got
+                    self._cond.wait()
+            finally:
+                self._asking.remove(turn)
+                self._cond.notify_all()  # the next in line may find a worker left
 
     def _top_up_spares(self) -> None:
         """Start spares up to :data:`SPARES` (called with the lock held; Popen returns at once,
