@@ -15,9 +15,10 @@ from rewardkit.types import Sample
 from rewardkit.verifiers.code import CodeVerifier
 from rewardkit.verifiers.code.timing import CaseClock, RunMeter
 
-# 0.6 s of CPU per call under a 1 s limit: at nice 10 beside two CPU hogs per core it gets a
-# few percent of a core, so it takes several seconds of wall time (a wall-clock deadline of 1 s
-# would have cut it off).
+# 0.6 s of CPU per call under a 1 s limit: at nice 10 beside one CPU hog per core it gets about
+# a tenth of a core, so it takes several seconds of wall time (a wall-clock deadline of 1 s
+# would have cut it off). Two hogs per core and the suite's other worker left it a few percent,
+# close to the 30 s backstop.
 NEAR_LIMIT = ("```python\nimport time\ndef work(x):\n    t = time.process_time()\n"
               "    while time.process_time() - t < 0.6:\n        pass\n    return x\n```")
 CALL = {"fn_name": "work", "inputs": [[7]], "outputs": [7], "timeout": 1.0}
@@ -41,7 +42,7 @@ print(json.dumps([{"value": s.value, "tests": s.info.get("tests"), "error": s.in
 
 def test_an_honest_call_near_its_limit_passes_at_nice_10_beside_cpu_hogs():
     line = scored_beside_cpu_hogs(SCORE_NICE, NEAR_LIMIT, json.dumps([CALL, HUMANEVAL]),
-                                  timeout=240)
+                                  timeout=240, hogs_per_core=1)
     for score in json.loads(line):
         assert score["value"] == 1.0, score
         test = score["tests"][0]

@@ -154,9 +154,24 @@ def local_ray():
     ray.shutdown()
 
 
-def test_two_replicas_score_with_the_servers_auth_and_endpoints(local_ray):
+@pytest.fixture(scope="module")
+def serve_port(local_ray):
+    """One Ray Serve (controller and HTTP proxy) for the file's deployments, on this port: each
+    test deploys its application there and deletes it afterwards (its replicas free their
+    CPUs for Ray Data), and Serve stops after the last."""
+    yield free_port()
+    ray_serve.shutdown()
+
+
+def _delete_app() -> None:
+    from ray import serve
+
+    serve.delete(ray_serve.APP_NAME)
+
+
+def test_two_replicas_score_with_the_servers_auth_and_endpoints(serve_port):
     try:
-        port = free_port()
+        port = serve_port
         ray_serve.deploy(settings_from_reward("exact_match", token="s3cret"), replicas=2,
                          port=port, num_cpus=0.5)
         from ray import serve
@@ -179,10 +194,10 @@ def test_two_replicas_score_with_the_servers_auth_and_endpoints(local_ray):
         assert http.request_timeout_s == ray_serve.proxy_http_options(
             settings_from_reward("exact_match"), "127.0.0.1", port)["request_timeout_s"]
     finally:
-        ray_serve.shutdown()
+        _delete_app()
 
 
-def test_a_replica_serves_a_learned_reward_under_workers_auto(tmp_path, local_ray):
+def test_a_replica_serves_a_learned_reward_under_workers_auto(tmp_path, serve_port):
     """The replica starts a learned reward the way ``rewardkit serve`` does (``workers:
     auto``: in a worker process started inside the replica) and it scores as in process."""
     import rewardkit
@@ -195,14 +210,13 @@ def test_a_replica_serves_a_learned_reward_under_workers_auto(tmp_path, local_ra
     settings = settings_from_reward("reward_model", {"model": model})
     assert settings.workers == "auto"
     try:
-        port = free_port()
-        ray_serve.deploy(settings, replicas=1, port=port, num_cpus=0.5)
-        r = httpx.post(f"http://127.0.0.1:{port}/v1/score", json={"samples": samples},
+        ray_serve.deploy(settings, replicas=1, port=serve_port, num_cpus=0.5)
+        r = httpx.post(f"http://127.0.0.1:{serve_port}/v1/score", json={"samples": samples},
                        timeout=120)
         assert r.status_code == 200, r.text
         assert [s["value"] for s in r.json()["scores"]] == pytest.approx(expected, abs=1e-5)
     finally:
-        ray_serve.shutdown()
+        _delete_app()
 
 
 def test_ray_output_equals_local_output_row_for_row(tmp_path, capsys, local_ray):

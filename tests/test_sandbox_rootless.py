@@ -268,7 +268,9 @@ from rewardkit.sandboxes import Limits, Program, Sandbox, SandboxError, capabili
 caps = capabilities()
 print("CLAIMS", caps["uid_drop"], any(caps["namespaces"].values()), caps["filesystem_readonly"],
       caps["per_run_pid_namespace"])
-with Sandbox(pool_size=1, limits=Limits(wall_s=1.5, cpu_s=1),
+# Nothing bounds the bomb's CPU or size here, so its waits for a CPU stretch the wall rule to
+# its backstop (10 x wall_s, Limits.wall_backstop_s): a short wall_s keeps that short.
+with Sandbox(pool_size=1, limits=Limits(wall_s=0.5, cpu_s=1),
              allow_unenforced=("memory", "cpu", "pids", "disk")) as sb:
     bomb = "import os\\nwhile True:\\n    try:\\n        os.fork()\\n    except OSError:\\n        pass"
     print("RUNS", sb.run(Program("print(6 * 7)")).stdout.strip(), sb.run(Program(bomb)).status)

@@ -289,11 +289,17 @@ __all__ = ["SPREAD", "held_mb", "memory_cgroup_parent", "HOLD_FLOCK", "SEE_FLOCK
 
 
 # -- a loaded host: time verdicts must not depend on it -----------------------------------------
-def scored_beside_cpu_hogs(script: str, *args: str, nice: int = 10, timeout: float = 120) -> str:
-    """The last line a Python ``script`` prints when run at ``nice`` beside two CPU hogs per
-    core: the script prints ``ready`` once set up (sandbox and checkers started), then does its
-    timed work when a line arrives on its stdin, after the hogs have started. Raises
-    AssertionError (with the script's stderr) where it fails."""
+def scored_beside_cpu_hogs(script: str, *args: str, nice: int = 10, timeout: float = 120,
+                           hogs_per_core: int = 2) -> str:
+    """The last line a Python ``script`` prints when run at ``nice`` beside ``hogs_per_core``
+    CPU hogs per core: the script prints ``ready`` once set up (sandbox and checkers started),
+    then does its timed work when a line arrives on its stdin, after the hogs have started.
+    Raises AssertionError (with the script's stderr) where it fails.
+
+    At nice 10 a process weighs about a tenth of one at nice 0, so beside one hog per core it
+    gets about a tenth of a core and beside two about a twentieth, less whatever else the host
+    runs: a test suite running beside it should take one per core, which already stretches a
+    second of CPU to about ten of wall time, and leaves room below a verdict's backstop."""
     scorer = subprocess.Popen(["nice", "-n", str(nice), sys.executable, "-c", script, *args],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True)
@@ -301,7 +307,7 @@ def scored_beside_cpu_hogs(script: str, *args: str, nice: int = 10, timeout: flo
     try:
         assert scorer.stdout.readline().strip() == "ready", scorer.stderr.read()[-2000:]
         hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
-                for _ in range(2 * (os.cpu_count() or 1))]
+                for _ in range(hogs_per_core * (os.cpu_count() or 1))]
         out, err = scorer.communicate("go\n", timeout=timeout)
     finally:
         for process in hogs + [scorer]:
