@@ -204,7 +204,9 @@ class ForkServer:
             with self._futures_lock:
                 self._futures.pop(request["id"], None)
                 self._on_start.pop(request["id"], None)
-            raise ServerDied(f"could not reach the sandbox fork server: {exc}") from exc
+            # The server may be gone before its reader thread noticed: say how it ended.
+            raise ServerDied(f"the sandbox fork server {self._how_it_ended()} (sending it the "
+                             f"run failed: {exc}); {self.log_tail()}") from exc
         return fut
 
     def kill(self, run_id: int, reason: str) -> None:

@@ -197,6 +197,24 @@ def test_a_lost_fork_server_is_a_sandbox_error_that_says_why():
         assert box.run(Program("print('again')")).stdout == "again\n"  # a new server starts
 
 
+def test_a_fork_server_lost_as_a_run_is_sent_is_a_sandbox_error_that_says_why(monkeypatch):
+    """The server can die before its reader thread notices; the run that finds it gone while
+    being sent says how it ended, as one lost mid-run does."""
+    with Sandbox(pool_size=1, limits=FAST) as box:
+        assert box.run(Program("print('up')")).stdout == "up\n"
+        server = box._server
+
+        def send_to_a_killed_server(obj, fds=()):
+            os.kill(server._proc.pid, 9)
+            server._proc.wait()
+            raise BrokenPipeError(32, "Broken pipe")
+
+        monkeypatch.setattr(server, "_send", send_to_a_killed_server)
+        r = box.run(Program("print('lost')"))
+        assert r.status == "sandbox_error"
+        assert "fork server was killed by SIGKILL" in r.error and "Broken pipe" in r.error
+
+
 def test_channel_is_a_private_bidirectional_stream_on_fd_3(sb):
     src = ("import socket\ns = socket.socket(fileno=3)\n"
            "while True:\n    data = s.recv(100)\n    if not data: break\n"
