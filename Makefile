@@ -33,10 +33,10 @@ test-floor:
 	$(PYTHON) -m venv $(FLOOR_VENV)
 	$(FLOOR_VENV)/bin/python -m pip install -q --upgrade pip setuptools wheel
 	$(FLOOR_VENV)/bin/python -m pip install -q "$(TORCH)"
-	$(FLOOR_VENV)/bin/python -m pip install -q -e ".[train]" pytest pytest-timeout
+	$(FLOOR_VENV)/bin/python -m pip install -q -e ".[train]" pytest pytest-timeout pytest-xdist
 	$(FLOOR_VENV)/bin/python -m pip install -q "transformers==4.45.2" "peft==0.13.2"
 	$(FLOOR_VENV)/bin/python -c "import transformers, peft; print('transformers', transformers.__version__, 'peft', peft.__version__)"
-	$(FLOOR_VENV)/bin/python -m pytest -q tests/test_trainer_*.py
+	$(FLOOR_VENV)/bin/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder tests/test_trainer_*.py
 
 test-all: setup
 	$(PY) -m pytest -m "not gpu"
