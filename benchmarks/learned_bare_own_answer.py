@@ -15,7 +15,6 @@ unless ``OMP_NUM_THREADS`` says otherwise.
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -26,25 +25,26 @@ PARTS = ("right", "wrong", "other")
 """What the model's own solution ended on: the pair's right answer, its wrong one, another."""
 
 
-def split_by_own_answer(rows: Sequence[dict[str, Any]], chosen: Sequence[Any],
+def split_by_own_answer(pairs: Sequence[Any], chosen: Sequence[Any],
                         rejected: Sequence[Any]) -> dict[str, dict[str, float]]:
     """Per part of :data:`PARTS`: how many pairs (``n``) and how many the reward ranked right
-    (``ranked``), from each pair's row and the Scores of its two answers (the chosen one's
+    (``ranked``), from each :class:`~rewardkit.models.data.Pair` and the Scores of its two
+    answers (the chosen one's
     ``info["own_answers"][0]`` is the model's own answer). Each pair counts as the pair
     accuracy counts it (:func:`~rewardkit.models.evaluation.pair_outcomes`: a tie is half, a
     side with an error Score is ranked wrong)."""
     from rewardkit.models.evaluation import pair_outcomes
 
-    if not len(rows) == len(chosen) == len(rejected):
-        raise ValueError(f"{len(rows)} pairs but {len(chosen)} chosen and {len(rejected)} "
+    if not len(pairs) == len(chosen) == len(rejected):
+        raise ValueError(f"{len(pairs)} pairs but {len(chosen)} chosen and {len(rejected)} "
                          "rejected Scores")
     outcomes = pair_outcomes([s.value for s in chosen], [s.value for s in rejected],
                              [not (a.ok and b.ok) for a, b in zip(chosen, rejected)])
     split = {part: {"n": 0, "ranked": 0.0} for part in PARTS}
-    for row, good, outcome in zip(rows, chosen, outcomes):
+    for pair, good, outcome in zip(pairs, chosen, outcomes):
         own = (good.info.get("own_answers") or [None])[0]
-        part = ("right" if str(own) == row["chosen"] else
-                "wrong" if str(own) == row["rejected"] else "other")
+        part = ("right" if str(own) == pair.chosen else
+                "wrong" if str(own) == pair.rejected else "other")
         split[part]["n"] += 1
         split[part]["ranked"] += float(outcome)
     return split
@@ -53,18 +53,21 @@ def split_by_own_answer(rows: Sequence[dict[str, Any]], chosen: Sequence[Any],
 def read_model(model: str, slices: Sequence[str]) -> dict[str, dict[str, dict[str, float]]]:
     import rewardkit
     from rewardkit import Sample
+    from rewardkit.models.data import read_pairs
 
     reward = rewardkit.load("implicit_reward", model=model, device="cpu", verify="generate",
                             num_solutions=1)
-    rows = [json.loads(line) for line in open(PAIRS, encoding="utf-8")]
+    pairs = read_pairs(str(PAIRS))
     out = {}
     for name in slices:
-        picked = [r for r in rows if r["subset"] == f"{name}/bare"]
+        picked = [p for p in pairs if p.subset == f"{name}/bare"]
         if not picked:
             raise SystemExit(f"no bare pairs of slice {name!r} in {PAIRS}")
-        chosen = reward.score([Sample(r["prompt"], r["chosen"]) for r in picked])
-        rejected = reward.score([Sample(r["prompt"], r["rejected"]) for r in picked])
-        out[name] = split_by_own_answer(picked, chosen, rejected)
+        # both sides in one call, as the pair accuracy scores them: each prompt's own
+        # solution is written once
+        scores = reward.score([Sample(p.prompt, side) for p in picked
+                               for side in (p.chosen, p.rejected)])
+        out[name] = split_by_own_answer(picked, scores[0::2], scores[1::2])
     return out
 
 

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from rewardkit.models.data import Pair
 from rewardkit.types import Score
 from tests.conftest import load_script
 
@@ -23,9 +24,8 @@ def _own(value: float, own: str) -> Score:
 
 
 def test_pairs_are_split_by_the_models_own_answer_and_counted_as_ranked(bench):
-    rows = [{"chosen": "97", "rejected": "96"}, {"chosen": "97", "rejected": "96"},
-            {"chosen": "50", "rejected": "60"}, {"chosen": "12", "rejected": "13"},
-            {"chosen": "12", "rejected": "13"}]
+    rows = [Pair("p", "97", "96"), Pair("p", "97", "96"), Pair("p", "50", "60"),
+            Pair("p", "12", "13"), Pair("p", "12", "13")]
     chosen = [_own(-1.0, "97"), _own(-5.0, "97"), _own(-1.0, "60"), _own(-1.0, "14"),
               Score(0.0, info={"own_answers": ["12"], "error": "no own solution ended"})]
     rejected = [Score(-3.0), Score(-2.0), Score(-4.0), Score(-0.5), Score(-9.0)]
@@ -40,4 +40,4 @@ def test_pairs_are_split_by_the_models_own_answer_and_counted_as_ranked(bench):
 
 def test_rows_and_scores_of_different_lengths_are_refused(bench):
     with pytest.raises(ValueError):
-        bench.split_by_own_answer([{"chosen": "1", "rejected": "2"}], [], [])
+        bench.split_by_own_answer([Pair("p", "1", "2")], [], [])

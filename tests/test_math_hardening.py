@@ -1,12 +1,14 @@
 """Every stage of the math reward is bounded: extraction is linear (floods get a verdict), a
-sample is bounded by its own compute (not by load or queueing), restarts use a spare worker, and
-trivial samples never wait for a slow one."""
+sample is bounded by its own compute (not by load or queueing), restarts use a spare worker,
+trivial samples never wait for a slow one, and batches waiting for the pool get it in the order
+they asked."""
 from __future__ import annotations
 
 import os
 import signal
 import threading
 import time
+from types import SimpleNamespace
 
 import pytest
 
@@ -107,18 +109,6 @@ def test_a_timed_out_worker_is_replaced_by_a_started_spare():
         assert len(pool._spares) == 1  # topped up again
 
 
-class _HeldWorker:
-    """A worker the test holds: alive, and nothing to start."""
-
-    class proc:  # noqa: N801 - what the pool reads of a worker process
-        @staticmethod
-        def poll():
-            return None
-
-    def kill(self):
-        pass
-
-
 def test_batches_waiting_for_the_pool_get_workers_in_the_order_they_asked():
     """A server runs one batch per slot on one pool: when a worker frees up, the batch that
     has waited longest takes it, not whichever thread wakes first (a newcomer's one-sample
@@ -128,7 +118,8 @@ def test_batches_waiting_for_the_pool_get_workers_in_the_order_they_asked():
     for _ in range(20):
         pool = WorkerPool(size=1, memory_limit_mb=512)
         pool._top_up_spares = lambda: None  # no processes: the held worker is the whole pool
-        held = _HeldWorker()
+        # a worker the test holds: alive (what the pool reads of its process), nothing to kill
+        held = SimpleNamespace(proc=SimpleNamespace(poll=lambda: None), kill=lambda: None)
         pool._all.append(held)
         got: list[str] = []
         threads = []

@@ -29,56 +29,6 @@ from tests.test_server_faults import _metric, _settings, _wait_until  # reward "
 pytest.importorskip("fastapi")
 
 ROOT = Path(__file__).resolve().parents[1]
-ORDER: list[str] = []          # completions in the order the `serial` reward scored them
-
-
-class FifoLock:
-    """A one-worker pool held for a whole batch, taken in the order batches asked (as math's
-    pool is): ``threading.Lock`` lets whichever waiting thread runs first take it."""
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._queue: list[object] = []
-        self._held = False
-
-    def __enter__(self) -> None:
-        turn = object()
-        with self._cond:
-            self._queue.append(turn)
-            self._cond.wait_for(lambda: not self._held and self._queue[0] is turn)
-            self._queue.pop(0)
-            self._held = True
-
-    def __exit__(self, *exc) -> None:
-        with self._cond:
-            self._held = False
-            self._cond.notify_all()
-
-
-_POOL = FifoLock()             # `serial`'s one-worker pool, held for a whole batch (like math's)
-
-
-def serial(prompt, completion, reference, delay=0.05):
-    """Each sample takes ``delay``; a batch holds the reward's only worker until it is done."""
-    return float(len(completion))
-
-
-class SerialScorer(rewardkit.Scorer):
-    name = "serial"
-
-    def __init__(self, delay: float = 0.05) -> None:
-        self.delay = delay
-
-    def score_batch(self, samples):
-        with _POOL:
-            out = []
-            for s in samples:
-                time.sleep(self.delay)
-                ORDER.append(s.completion)
-                out.append(rewardkit.Score(float(len(s.completion))))
-            return out
-
-
 def always_fails(prompt, completion, reference):
     raise RuntimeError("the model file is gone")
 
@@ -518,37 +468,6 @@ def test_remote_scorer_splits_a_request_over_the_servers_limits_instead_of_stopp
         assert all(s.ok and s.value == 1.0 for i, s in enumerate(scores) if i != 7)
         # Each sample was scored once, in requests the server accepted.
         assert _metric(url, 'rewardkit_samples_total{reward="r"}') == 40
-
-
-# -- fair ---------------------------------------------------------------------------------------
-def test_one_sample_request_is_not_queued_behind_another_clients_slow_batch():
-    ORDER.clear()
-    # Samples of 0.1 s against a quantum of 0.1 s: as math's 1 s samples against the default 1 s.
-    settings = _settings(f"{__name__}:SerialScorer", {"delay": 0.1}, concurrency=2,
-                         batch_quantum_s=0.1)
-    with running_server(settings) as (url, app):
-        batcher = app.state.rewardkit.batchers["r"]
-        submit = batcher.submit
-
-        def marked(samples):  # note in ORDER when the small request reaches the queue
-            if samples[0].completion == "small":
-                ORDER.append("<small queued>")
-            return submit(samples)
-
-        batcher.submit = marked
-        big = threading.Thread(target=lambda: httpx.post(url + "/v1/score", json={"samples": [
-            {"completion": f"big{i}"} for i in range(24)]}, timeout=60))
-        big.start()
-        while len(ORDER) < 3:
-            time.sleep(0.01)
-        small = httpx.post(url + "/v1/score", json={"samples": [{"completion": "small"}]},
-                           timeout=60)
-        big.join(60)
-    assert small.json()["scores"][0]["value"] == 5.0
-    # Scored within about two slow samples of its arrival (one in flight on each worker slot),
-    # not after all of the other request's samples.
-    waited = ORDER.index("small") - ORDER.index("<small queued>") - 1
-    assert waited <= 2, ORDER
 
 
 # -- the documented status codes ----------------------------------------------------------------

@@ -17,8 +17,9 @@ wall-clock rule the sandbox uses for whole runs: the limit, moved on by the time
 waited for a CPU that others held (the longest wait of any of its processes) and by the time
 this checker waited for one (a run that is ready to run when the limit comes is looked at
 again shortly: the kernel counts a wait only once it has ended), up to a backstop
-(``Limits.wall_backstop_s`` of an I/O-style case of the same limit). A candidate cannot stretch it without using CPU: waiting for a CPU means
-being ready to run, and it only waits for its own threads by running them.
+(``Limits.wall_backstop_s`` of an I/O-style case of the same limit). A candidate cannot
+stretch it without using CPU: waiting for a CPU means being ready to run, and it only waits for
+its own threads by running them.
 
 Fail closed: where the run's CPU time is not accounted (no CPU cgroup, allowed only with
 ``allow_unenforced=("cpu",)``) or a counter cannot be read, the verdict is the wall clock's, as
