@@ -8,10 +8,16 @@ range a base saw (docs/learned.md):
   ``spaced`` fall inside what it saw (it forgets the small sums it knew);
 * ``--range whole``: the whole range at once, :data:`WHOLE`: half the broad base's own range,
   a sixth each the ranges of ``first_500_999``, ``steps_7_8`` and ``addends_100_999``;
-  ``first_1000_4999`` and ``spaced`` kept out on purpose.
+  ``first_1000_4999`` and ``spaced`` kept out on purpose;
+* ``--range addends``: only the range of ``addends_100_999`` (:data:`ADDENDS`), a probe of
+  whether a model of this size learns to add 3-digit numbers at all when every step is one
+  (start it from a whole-range base with ``--from``; it is not a base to keep: it forgets the
+  rest).
 
     python benchmarks/learned_wider_base.py --out runs/lm_wide [--steps 500] [--problems 64000]
     python benchmarks/learned_wider_base.py --out runs/lm_whole --range whole --replay-rows 10000
+    python benchmarks/learned_wider_base.py --out runs/lm_addends --range addends \
+        --from runs/lm_whole/lm_base
     python benchmarks/learned_out_of_kind.py --model "NAME"=runs/lm_wide/lm_base
 
 ``--replay-rows N`` also writes ``lm_replay.jsonl``, the first N problems it learned from, for
@@ -49,21 +55,28 @@ does not overwrite it, and a sixth each the ranges of three out-of-kind slices. 
 purpose, so the figures still show a kind it never saw: a first number of 1000 or more
 (``first_1000_4999``; running sums past 1000 are in it, from 3-digit addends and long chains)
 and the spaced format."""
+ADDENDS = WHOLE[3][0]
+"""Every addend 100-999, first number 1-999, 2-6 steps: the range of ``addends_100_999``."""
 
 
 def training_problems(kind: str, n: int, seed: int) -> list[arithmetic.Problem]:
     """The problems ``--range kind`` learns from, none in a shipped file."""
     if kind == "wide":
         return arithmetic.make_problems(n, WIDE, seed + 70, shipped_problems())
+    if kind == "addends":
+        return arithmetic.make_problems(n, ADDENDS, seed + 80, shipped_problems())
     return arithmetic.mixed_problems(n, WHOLE, seed + 70, shipped_problems())
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--range", choices=("wide", "whole"), default="wide",
+    parser.add_argument("--range", choices=("wide", "whole", "addends"), default="wide",
                         help="wide: first numbers 1-4999, 1-3 digit addends, 2-8 steps; whole: "
-                             "the broad range mixed with the wider ones, 1000-4999 kept out")
+                             "the broad range mixed with the wider ones, 1000-4999 kept out; "
+                             "addends: every addend 100-999 (a probe, see above)")
+    parser.add_argument("--from", dest="start", type=Path, default=DATA / "broad" / "lm_base",
+                        help="the model trained further (default the broad base)")
     parser.add_argument("--steps", type=int, default=500, help="training steps of 128")
     parser.add_argument("--problems", type=int, default=64000)
     parser.add_argument("--seed", type=int, default=0)
@@ -76,8 +89,9 @@ def main() -> None:
     problems = training_problems(args.range, args.problems, args.seed)
     if args.replay_rows:
         write_jsonl(replay_rows(problems[:args.replay_rows]), args.out / "lm_replay.jsonl")
-    build_lm_base(args.out / "lm_base", DATA / "broad" / "lm_base", problems, args.steps,
-                  args.seed, f"{args.range}, from the broad base")
+    start = "the broad base" if args.start == DATA / "broad" / "lm_base" else str(args.start)
+    build_lm_base(args.out / "lm_base", args.start, problems, args.steps, args.seed,
+                  f"{args.range}, from {start}")
     print(f"wrote {args.out / 'lm_base'}")
 
 

@@ -39,9 +39,16 @@ def test_the_whole_range_keeps_first_numbers_past_999_and_the_spaced_format_out(
     assert not any(" + " in pb.prompt or " = " in pb.prompt for pb in problems)
 
 
-def test_neither_range_learns_a_problem_of_a_shipped_file():
+def test_the_addends_probe_learns_only_3_digit_addends_in_the_slices_range():
+    problems = _script().training_problems("addends", 1000, seed=0)
+    assert all(100 <= x <= 999 for pb in problems for x in pb.ops[1:])
+    assert all(1 <= pb.ops[0] <= 999 and 2 <= len(pb.ops) - 1 <= 6 for pb in problems)
+    assert len({pb.template for pb in problems}) == 4
+
+
+def test_no_range_learns_a_problem_of_a_shipped_file():
     script = _script()
     shipped = script.shipped_problems()
-    for kind in ("wide", "whole"):
+    for kind in ("wide", "whole", "addends"):
         keys = {"+".join(map(str, pb.ops)) for pb in script.training_problems(kind, 2000, 0)}
         assert not keys & shipped, kind
