@@ -75,14 +75,20 @@ def _share(ranked: float, n: float) -> str:
     return f"{ranked / n:.3f} ({ranked:g}/{n})" if n else "–"
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", action="append", required=True,
-                        help="a trained model folder; repeat for seeds")
-    parser.add_argument("--slices", default=",".join(SLICES),
+def reader_arguments(doc: str, model_help: str) -> argparse.ArgumentParser:
+    """The command line of the scripts that read a model's own solutions on the slices:
+    ``--model`` (repeatable) and ``--slices`` (comma-separated, parsed into a list)."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--model", action="append", required=True, help=model_help)
+    parser.add_argument("--slices", default=list(SLICES),
+                        type=lambda value: [s for s in value.split(",") if s],
                         help=f"comma-separated slices (default {','.join(SLICES)})")
-    args = parser.parse_args()
-    slices = [s for s in args.slices.split(",") if s]
+    return parser
+
+
+def main() -> None:
+    args = reader_arguments(__doc__, "a trained model folder; repeat for seeds").parse_args()
+    slices = args.slices
     print("| model | slice | own solution right | pairs ranked right: own right | own wrong "
           "answer | own other number | all |")
     print("|---|---|---|---|---|---|---|")

@@ -15,7 +15,8 @@ one by its likelihood, as before), and its bare answers once more with ``verify:
 threshold picked on prm_train.jsonl (benchmarks/learned_figures.py's rule). The shipped bases,
 ``lm_base`` (first numbers 1–99, 2–4 steps) and ``lm_base_broad`` (1–499, 2–6 steps), are
 always read: the two points of accuracy against the range a base saw. A run already in
-``--json`` with the same weights, data and options is not read again.
+``--json`` with the same weights, data and options is not read again, nor one whose folder is
+gone (its figures are kept as they were measured, if its data and options still match).
 """
 from __future__ import annotations
 
@@ -42,8 +43,17 @@ GENERATE = {"verify": "generate", "num_solutions": 1}
 def read_run(model: Path, cached: dict[str, Any]) -> dict[str, Any]:
     """One model's pair accuracy per ``SLICE/FORM`` (bare answers by ``verify: generate`` and
     by likelihood alone) and PRM F1 per slice; ``cached`` is returned when it was computed
-    from the same weights, data and options."""
-    key = {"weights": _sha256(model / "model.safetensors"),
+    from the same weights, data and options, and also when the model's folder is gone (a run
+    measured earlier keeps its figures; the data and options must still match)."""
+    weights = model / "model.safetensors"
+    if not weights.is_file() and cached:
+        data = {"rm": _sha256(DATA / RM_FILE), "prm": _sha256(DATA / PRM_FILE), "options": GENERATE}
+        if any(cached["key"].get(k) != v for k, v in data.items()):
+            raise SystemExit(f"{model} is gone and its figures in --json were read from other "
+                             "data or options; train it again or leave it out")
+        print(f"{model}: no weights here, its figures kept from --json", flush=True)
+        return cached
+    key = {"weights": _sha256(weights),
            "rm": _sha256(DATA / RM_FILE), "prm": _sha256(DATA / PRM_FILE), "options": GENERATE}
     if cached.get("key") == key:
         return cached

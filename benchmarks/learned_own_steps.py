@@ -23,7 +23,6 @@ otherwise.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import sys
@@ -31,7 +30,7 @@ from pathlib import Path
 from typing import Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # its siblings, when loaded by path
-from learned_bare_own_answer import PAIRS, SLICES  # noqa: E402
+from learned_bare_own_answer import PAIRS, reader_arguments  # noqa: E402
 
 STEP = re.compile(r"^\s*(\d+)\s*\+\s*(\d+)\s*=\s*(\d+)\s*$")
 
@@ -104,14 +103,11 @@ def read_model(model: str, slices: Sequence[str]) -> dict[str, dict[str, float]]
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", action="append", required=True,
-                        help="NAME=DIR or DIR, a causal LM folder; repeat for each point")
-    parser.add_argument("--slices", default=",".join(SLICES),
-                        help=f"comma-separated slices (default {','.join(SLICES)})")
+    parser = reader_arguments(__doc__, "NAME=DIR or DIR, a causal LM folder; repeat for each "
+                                       "point")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
-    slices = [s for s in args.slices.split(",") if s]
+    slices = args.slices
     print("| model | slice | solved | step (steps read) | steps per problem |")
     print("|---|---|---|---|---|")
     figures = {}

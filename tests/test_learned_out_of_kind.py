@@ -8,6 +8,8 @@ import json
 import re
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -53,3 +55,12 @@ def test_every_figure_quoted_in_the_prose_is_in_the_figures_file():
     for model, what, slice_name, value in quoted:
         got = figures["models"][model]["aggregate"][what][slice_name]["mean"]
         assert f"{got:.3f}" == value, (model, what, slice_name, got, value)
+
+
+def test_a_run_whose_folder_is_gone_keeps_its_figures_only_if_read_from_the_same_data(tmp_path):
+    script = _script()
+    (kept,) = _figures()["models"]["`lm_base` (saw 1–99, 2–4 steps)"]["runs"]
+    assert script.read_run(tmp_path / "gone", kept) is kept
+    other = {**kept, "key": {**kept["key"], "rm": "another file"}}
+    with pytest.raises(SystemExit, match="other data or options"):
+        script.read_run(tmp_path / "gone", other)
