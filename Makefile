@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 TORCH ?= torch==2.13.0
 EXTRAS ?= all
 
-.PHONY: setup demo test test-all test-floor bench clean
+.PHONY: setup floor-deps floor-setup demo test test-all test-floor bench clean
 
 setup: $(VENV)/.installed
 
@@ -29,12 +29,23 @@ test: setup
 
 # The trainer on the oldest transformers the train extra allows (pyproject: transformers>=4.45).
 FLOOR_VENV ?= .venv-floor
-test-floor:
+floor-setup: $(FLOOR_VENV)/.installed
+
+# The part of it that does not read the checkout (CI builds it beside `make setup`).
+floor-deps: $(FLOOR_VENV)/.deps
+
+$(FLOOR_VENV)/.deps: Makefile
 	$(PYTHON) -m venv $(FLOOR_VENV)
 	$(FLOOR_VENV)/bin/python -m pip install -q --upgrade pip setuptools wheel
-	$(FLOOR_VENV)/bin/python -m pip install -q "$(TORCH)"
-	$(FLOOR_VENV)/bin/python -m pip install -q -e ".[train]" pytest pytest-timeout pytest-xdist
+	$(FLOOR_VENV)/bin/python -m pip install -q "$(TORCH)" pytest pytest-timeout pytest-xdist
+	touch $@
+
+$(FLOOR_VENV)/.installed: $(FLOOR_VENV)/.deps pyproject.toml setup.py
+	$(FLOOR_VENV)/bin/python -m pip install -q -e ".[train]"
 	$(FLOOR_VENV)/bin/python -m pip install -q "transformers==4.45.2" "peft==0.13.2"
+	touch $@
+
+test-floor: floor-setup
 	$(FLOOR_VENV)/bin/python -c "import transformers, peft; print('transformers', transformers.__version__, 'peft', peft.__version__)"
 	$(FLOOR_VENV)/bin/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder tests/test_trainer_*.py
 
@@ -45,4 +56,4 @@ bench: setup
 	$(PY) benchmarks/bench_overhead.py
 
 clean:
-	rm -rf $(VENV) runs build *.egg-info
+	rm -rf $(VENV) $(FLOOR_VENV) runs build *.egg-info
