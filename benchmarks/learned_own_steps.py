@@ -2,17 +2,18 @@
 
 A bare answer (``"81+705+780="`` -> ``"1566"``) is read by ``verify: generate`` through the
 model's own greedy solution (docs/learned.md): where that solution reaches the right sum the
-pair is ranked right, where it does not the reading is only a partial comparison
-(``benchmarks/learned_bare_own_answer.py``). So what a bare goal takes is a model that solves
-the slice, and that is a chain: every step right. This prints, per model and slice, over the
-distinct prompts of the slice's bare pairs in data/learned/rm_out_of_kind.jsonl:
+pair is ranked right, where it does not the reading compares the path the model wrote, as
+well as that path is close (``benchmarks/learned_bare_own_answer.py``). So how well the model
+solves the slice bounds the bare reading, and a solution is a chain: every step right. This
+prints, per model and slice, over the distinct prompts of the slice's bare pairs in
+data/learned/rm_out_of_kind.jsonl:
 
 * ``solved``: the share of solutions that are the right chain, step for step, to the right sum;
 * ``step``: the share of steps written right where every step before it was right (the
   chance of the next step, conditional on a right start), with how many such steps were read;
 * ``steps per problem``: the mean number of steps a right chain has on the slice, so that
-  ``step ** steps`` is about ``solved`` when the steps fail independently, and the ``step`` a
-  goal needs can be read off: a share ``s`` of solved problems needs about ``s ** (1 / steps)``.
+  ``step ** steps`` is about ``solved`` when the steps fail independently (a share ``s`` of
+  solved problems takes about ``s ** (1 / steps)`` a step).
 
     python benchmarks/learned_own_steps.py --model "1000 steps"=runs/L/whole1000/lm_base \\
         --model "2000 steps"=runs/L/whole2000/lm_base [--slices addends_100_999,steps_7_8]
