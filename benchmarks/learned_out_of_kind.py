@@ -45,16 +45,15 @@ def read_run(model: Path, cached: dict[str, Any]) -> dict[str, Any]:
     by likelihood alone) and PRM F1 per slice; ``cached`` is returned when it was computed
     from the same weights, data and options, and also when the model's folder is gone (a run
     measured earlier keeps its figures; the data and options must still match)."""
+    data = {"rm": _sha256(DATA / RM_FILE), "prm": _sha256(DATA / PRM_FILE), "options": GENERATE}
     weights = model / "model.safetensors"
     if not weights.is_file() and cached:
-        data = {"rm": _sha256(DATA / RM_FILE), "prm": _sha256(DATA / PRM_FILE), "options": GENERATE}
         if any(cached["key"].get(k) != v for k, v in data.items()):
             raise SystemExit(f"{model} is gone and its figures in --json were read from other "
                              "data or options; train it again or leave it out")
         print(f"{model}: no weights here, its figures kept from --json", flush=True)
         return cached
-    key = {"weights": _sha256(weights),
-           "rm": _sha256(DATA / RM_FILE), "prm": _sha256(DATA / PRM_FILE), "options": GENERATE}
+    key = {"weights": _sha256(weights), **data}
     if cached.get("key") == key:
         return cached
     import rewardkit

@@ -33,18 +33,16 @@ from typing import Sequence
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # its siblings, when loaded by path
 from learned_bare_own_answer import PAIRS, reader_arguments  # noqa: E402
 
+from rewardkit.models import arithmetic  # noqa: E402
+from rewardkit.models.data import read_pairs  # noqa: E402
+
 STEP = re.compile(r"^\s*(\d+)\s*\+\s*(\d+)\s*=\s*(\d+)\s*$")
 
 
 def chain(prompt: str) -> list[str]:
-    """The right worked steps of ``prompt`` (every number in it an operand, in order), written
-    as the task writes them."""
-    ops = [int(x) for x in re.findall(r"\d+", prompt)]
-    total, steps = ops[0], []
-    for x in ops[1:]:
-        steps.append(f"{total}+{x}={total + x}")
-        total += x
-    return steps
+    """The right worked steps of ``prompt`` (every number in it an operand, in order), as the
+    task writes them (:func:`rewardkit.models.arithmetic.solve`)."""
+    return arithmetic.solve([int(x) for x in re.findall(r"\d+", prompt)])
 
 
 def read_steps(prompt: str, solution: str) -> tuple[int, int, bool]:
@@ -82,8 +80,8 @@ def summarise(prompts: Sequence[str], solutions: Sequence[str]) -> dict[str, flo
 
 def slice_prompts(name: str) -> list[str]:
     """The distinct prompts of a slice's bare pairs, in file order."""
-    rows = [json.loads(line) for line in PAIRS.read_text().splitlines() if line.strip()]
-    prompts = list(dict.fromkeys(r["prompt"] for r in rows if r["subset"] == f"{name}/bare"))
+    prompts = list(dict.fromkeys(p.prompt for p in read_pairs(str(PAIRS))
+                                 if p.subset == f"{name}/bare"))
     if not prompts:
         raise SystemExit(f"no bare pairs of slice {name!r} in {PAIRS}")
     return prompts
