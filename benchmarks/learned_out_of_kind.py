@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # its siblings, when loaded by path
-from learned_figures import _sha256, docs_block, eval_implicit  # noqa: E402
+from learned_figures import _sha256, eval_implicit  # noqa: E402
 from learned_training import DATA, ROOT  # noqa: E402
 
 DOCS = ROOT / "docs" / "learned.md"
@@ -98,40 +98,30 @@ def _cell(block: dict[str, float] | None, seeds: int) -> str:
 
 
 def render_tables(figures: dict[str, Any]) -> str:
-    """Three tables, a row per slice (in range, then out of kind): pair accuracy of bare
-    answers with ``verify: generate`` and of worked solutions per model, bare answers read
-    by likelihood alone, and PRM F1."""
+    """Four tables, a row per model and a column per slice (in range, then out of kind): pair
+    accuracy of bare answers with ``verify: generate``, of worked solutions, of bare answers
+    read by likelihood alone, and PRM F1."""
     models = figures["models"]
     notes = figures["slices"]
+    header = "| model | " + " | ".join(
+        f"{name} ({'in range' if note['in_range'] else '**out of kind**'})"
+        for name, note in notes.items()) + " |"
     rows: list[str] = []
 
-    def table(title: str, columns: list[tuple[str, str, str]]) -> None:
-        nonlocal rows
-        rows += [f"**{title}**", "", "| slice | | " + " | ".join(c[0] for c in columns) + " |",
-                 "|---|---|" + "---|" * len(columns)]
-        for name, note in notes.items():
-            where = "in range" if note["in_range"] else "**out of kind**"
-            cells = []
-            for _, model, key in columns:
-                entry = models[model]
-                what, form = key.split(":")
-                slice_key = name if what == "prm_f1" else f"{name}/{form}"
-                cells.append(_cell(entry["aggregate"][what].get(slice_key),
-                                   len(entry["runs"])))
-            rows.append(f"| {name} | {where} | " + " | ".join(cells) + " |")
+    def table(title: str, what: str, form: str) -> None:
+        rows.extend([f"**{title}**", "", header, "|---|" + "---|" * len(notes)])
+        for model, entry in models.items():
+            seeds = len(entry["runs"])
+            cells = [_cell(entry["aggregate"][what].get(f"{name}/{form}" if form else name),
+                           seeds) for name in notes]
+            label = model + (f", {seeds} seeds" if seeds > 1 else "")
+            rows.append(f"| {label} | " + " | ".join(cells) + " |")
         rows.append("")
 
-    def label(model: str) -> str:
-        seeds = len(models[model]["runs"])
-        return model + (f", {seeds} seeds" if seeds > 1 else "")
-
-    table("Pair accuracy: bare answers (verify: generate) / worked solutions",
-          [(f"{label(m)}: {form}", m, f"pairs:{form}") for m in models
-           for form in ("bare", "worked")])
-    table("Bare answers read by likelihood alone (verify: likelihood)",
-          [(label(m), m, "bare_likelihood:bare") for m in models])
-    table("PRM F1 (step threshold picked on prm_train.jsonl)",
-          [(label(m), m, "prm_f1:") for m in models])
+    table("Pair accuracy, bare answers (verify: generate)", "pairs", "bare")
+    table("Pair accuracy, worked solutions", "pairs", "worked")
+    table("Bare answers read by likelihood alone (verify: likelihood)", "bare_likelihood", "bare")
+    table("PRM F1 (step threshold picked on prm_train.jsonl)", "prm_f1", "")
     return "\n".join(rows[:-1])
 
 

@@ -9,6 +9,9 @@ range a base saw (docs/learned.md):
 * ``--range whole``: the whole range at once, :data:`WHOLE`: half the broad base's own range,
   a sixth each the ranges of ``first_500_999``, ``steps_7_8`` and ``addends_100_999``;
   ``first_1000_4999`` and ``spaced`` kept out on purpose;
+* ``--range all``: :data:`ALL`, the whole range with the two kinds ``whole`` keeps out added
+  (first numbers 1000–4999 and the spaced format, a sixth each): the curve's point for them
+  inside a mixture (start it from a whole-range base with ``--from``);
 * ``--range addends``: only the range of ``addends_100_999`` (:data:`ADDENDS`), a probe of
   whether a model of this size learns to add 3-digit numbers at all when every step is one
   (start it from a whole-range base with ``--from``; it is not a base to keep: it forgets the
@@ -18,6 +21,8 @@ range a base saw (docs/learned.md):
     python benchmarks/learned_wider_base.py --out runs/lm_whole --range whole --replay-rows 10000
     python benchmarks/learned_wider_base.py --out runs/lm_addends --range addends \
         --from runs/lm_whole/lm_base
+    python benchmarks/learned_wider_base.py --out runs/lm_all --range all \
+        --from runs/lm_whole/lm_base --steps 1000 --problems 128000 --replay-rows 10000
     python benchmarks/learned_out_of_kind.py --model "NAME"=runs/lm_wide/lm_base
 
 ``--replay-rows N`` also writes ``lm_replay.jsonl``, the first N problems it learned from, for
@@ -59,21 +64,37 @@ purpose, so the figures still show a kind it never saw: a first number of 1000 o
 and the spaced format."""
 
 
+FIRST_1000_4999 = arithmetic.Spec(start=(1000, 4999), steps=(2, 6), templates=TEMPLATES,
+                                  notes="first number 1000-4999")
+SPACED = arithmetic.Spec(start=(1, 499), steps=(2, 6), templates=(arithmetic.SPACED_TEMPLATE,),
+                         notes="the broad range, spaced")
+ALL: tuple[tuple[arithmetic.Spec, float], ...] = (
+    *((spec, share * 2 / 3) for spec, share in WHOLE),
+    (FIRST_1000_4999, 1 / 6),
+    (SPACED, 1 / 6),
+)
+""":data:`WHOLE` in two thirds of the problems, and the ranges of ``first_1000_4999`` and
+``spaced`` a sixth each: nothing of the out-of-kind slices is kept out of it."""
+
+
 def training_problems(kind: str, n: int, seed: int) -> list[arithmetic.Problem]:
     """The problems ``--range kind`` learns from, none in a shipped file."""
     if kind == "wide":
         return arithmetic.make_problems(n, WIDE, seed + 70, shipped_problems())
     if kind == "addends":
         return arithmetic.make_problems(n, ADDENDS, seed + 80, shipped_problems())
+    if kind == "all":
+        return arithmetic.mixed_problems(n, ALL, seed + 90, shipped_problems())
     return arithmetic.mixed_problems(n, WHOLE, seed + 70, shipped_problems())
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--range", choices=("wide", "whole", "addends"), default="wide",
+    parser.add_argument("--range", choices=("wide", "whole", "all", "addends"), default="wide",
                         help="wide: first numbers 1-4999, 1-3 digit addends, 2-8 steps; whole: "
-                             "the broad range mixed with the wider ones, 1000-4999 kept out; "
+                             "the broad range mixed with the wider ones, 1000-4999 and spaced kept "
+                             "out; all: whole with those two added; "
                              "addends: every addend 100-999 (a probe, see above)")
     parser.add_argument("--from", dest="start", type=Path, default=DATA / "broad" / "lm_base",
                         help="the model trained further (default the broad base)")

@@ -39,6 +39,21 @@ def test_the_whole_range_keeps_first_numbers_past_999_and_the_spaced_format_out(
     assert not any(" + " in pb.prompt or " = " in pb.prompt for pb in problems)
 
 
+def test_the_all_range_adds_first_numbers_past_999_and_the_spaced_format_in_a_sixth_each():
+    problems = _script().training_problems("all", 1800, seed=0)
+    shares = collections.Counter(pb.meta["part"] for pb in problems)
+    assert [shares[i] for i in range(6)] == [600, 200, 200, 200, 300, 300]
+    assert sum(pb.ops[0] >= 1000 for pb in problems) == 300
+    spaced = [pb for pb in problems if pb.template == "spaced"]
+    assert len(spaced) == 300
+    # written as the spaced slice is: "12 + 7 + 30 =", every step "12 + 7 = 19"
+    assert all(pb.prompt == " + ".join(map(str, pb.ops)) + " =" for pb in spaced)
+    from rewardkit.models import arithmetic
+    steps = arithmetic.worked_solution(spaced[0]).split("\n")
+    assert steps == [s.replace("+", " + ").replace("=", " = ")
+                     for s in arithmetic.solve(spaced[0].ops)]
+
+
 def test_the_addends_probe_learns_only_3_digit_addends_in_the_slices_range():
     problems = _script().training_problems("addends", 1000, seed=0)
     assert all(100 <= x <= 999 for pb in problems for x in pb.ops[1:])
@@ -49,6 +64,6 @@ def test_the_addends_probe_learns_only_3_digit_addends_in_the_slices_range():
 def test_no_range_learns_a_problem_of_a_shipped_file():
     script = _script()
     shipped = script.shipped_problems()
-    for kind in ("wide", "whole", "addends"):
+    for kind in ("wide", "whole", "all", "addends"):
         keys = {"+".join(map(str, pb.ops)) for pb in script.training_problems(kind, 2000, 0)}
         assert not keys & shipped, kind

@@ -48,7 +48,7 @@ def build_lm_base(out: Path, base: Path, problems: list[arithmetic.Problem], ste
 
     tokenizer = AutoTokenizer.from_pretrained(base)
     model = AutoModelForCausalLM.from_pretrained(base)
-    rows = [{"prompt": pb.prompt, "answer": "\n".join(arithmetic.solve(pb.ops))}
+    rows = [{"prompt": pb.prompt, "answer": arithmetic.worked_solution(pb)}
             for pb in problems]
     losses = warm_start(model, tokenizer, rows, steps, batch_size=128, lr=2e-3, seed=seed,
                         noisy=False, progress=True)
@@ -62,7 +62,7 @@ def build_lm_base(out: Path, base: Path, problems: list[arithmetic.Problem], ste
 def replay_rows(problems: list[arithmetic.Problem]) -> list[dict[str, str]]:
     """Problems a base learned from with their right worked solutions, as the prompt-completion
     rows ``train rm``'s ``replay_data`` reads."""
-    return [{"prompt": pb.prompt, "completion": "\n".join(arithmetic.solve(pb.ops))}
+    return [{"prompt": pb.prompt, "completion": arithmetic.worked_solution(pb)}
             for pb in problems]
 
 

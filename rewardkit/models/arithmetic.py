@@ -40,9 +40,17 @@ TEMPLATE_WORDS = ("what", "is", "sum", "of", "add", "and", " ", ",", "?", ":")
 arithmetic policy's own alphabet is digits and ``+-=``)."""
 TRAIN_TEMPLATES = ("expr", "what_is", "sum_of")
 HELD_OUT_TEMPLATES = ("add_and",)
+SPACED_TEMPLATE = "spaced"
+"""``"12 + 7 + 30 ="`` with steps ``"12 + 7 = 19"``: the out-of-kind ``spaced`` slice's format,
+in no shipped base's data (a wider base may learn it, ``benchmarks/learned_wider_base.py``)."""
 MAX_POSITIONS = 256
 """Positions of the base (RoPE: no learned position table); the longest sequence of the shipped
 slices is 90 tokens (``more_steps``, prompt + completion + EOS), so none is cut."""
+
+
+def spaced(text: str) -> str:
+    """``"12+7=19"`` written ``"12 + 7 = 19"``."""
+    return text.replace("+", " + ").replace("=", " = ").strip()
 
 
 def render_prompt(ops: list[int], template: str) -> str:
@@ -50,6 +58,8 @@ def render_prompt(ops: list[int], template: str) -> str:
     expr = "+".join(map(str, ops))
     if template == "expr":
         return expr + "="
+    if template == SPACED_TEMPLATE:
+        return spaced(expr + "=")
     if template == "what_is":
         return f"what is {expr}?"
     if template == "sum_of":
@@ -174,6 +184,13 @@ def mixed_problems(n: int, parts: Sequence[tuple[Spec, float]], seed: int,
             problems.append(pb)
     random.Random(seed).shuffle(problems)
     return problems
+
+
+def worked_solution(pb: Problem) -> str:
+    """The right worked steps of ``pb``, one a line, spaced when its template is."""
+    steps = solve(pb.ops)
+    return "\n".join(spaced(s) for s in steps) if pb.template == SPACED_TEMPLATE else \
+        "\n".join(steps)
 
 
 def solve(ops: list[int], slip_at: int | None = None, delta: int = 0) -> list[str]:

@@ -28,8 +28,8 @@ import random
 from dataclasses import dataclass
 from typing import Any, Iterator
 
-from .arithmetic import (TRAIN, Problem, SlipKind, Spec, digit_slip, problem_stream,
-                         render_prompt, solve)
+from .arithmetic import (SPACED_TEMPLATE, TRAIN, Problem, SlipKind, Spec, digit_slip,
+                         problem_stream, render_prompt, solve, spaced)
 
 MISTAKES = ("digit", "units_off_1_3", "carry", "transposed")
 FORMS = ("bare", "worked")
@@ -71,13 +71,8 @@ SLICES: dict[str, OutOfKindSlice] = {
 }
 
 
-def spaced(text: str) -> str:
-    """``"12+7=19"`` written ``"12 + 7 = 19"``."""
-    return text.replace("+", " + ").replace("=", " = ").strip()
-
-
 def prompt_of(pb: Problem, slc: OutOfKindSlice) -> str:
-    return spaced(render_prompt(pb.ops, "expr")) if slc.spaced else pb.prompt
+    return render_prompt(pb.ops, SPACED_TEMPLATE) if slc.spaced else pb.prompt
 
 
 def mistaken(kind: str, up: bool, position: int, total: int, addend: int,
