@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 TORCH ?= torch==2.13.0
 EXTRAS ?= all
 
-.PHONY: setup floor-deps floor-setup demo test test-all test-floor bench clean
+.PHONY: setup floor-deps floor-setup demo test test-integration test-all test-floor bench clean
 
 setup: $(VENV)/.installed
 
@@ -26,6 +26,12 @@ demo: setup
 # long files of few tests start last, one running alone at the end.
 test: setup
 	$(PY) -m pytest -n 2 --dist loadfile --no-loadscope-reorder
+
+# What `make test` leaves out (pyproject's `integration` marker): a local Ray cluster, every part
+# of the GPU script on the CPU. A fifth of the default suite's CPU between them; CI runs them here.
+# Only the files that mark a test `integration` are collected (each worker collects what it is given).
+test-integration: setup
+	$(PY) -m pytest -n 2 --dist loadfile -m integration $$(grep -l "mark.integration" tests/test_*.py)
 
 # The trainer on the oldest transformers the train extra allows (pyproject: transformers>=4.45).
 FLOOR_VENV ?= .venv-floor

@@ -117,8 +117,8 @@ def load_script(path: Any, name: str) -> Any:
 # is judged on CPU time plus run-queue wait, and started among the first, heavy files it twice
 # had a second off both (blocked, most likely on the disk their model saves keep busy) and was
 # judged a timeout; started after them, as before, it passed.
-LONGEST_FIRST = ("test_gpu_checks_script.py", "test_overoptimisation_experiment.py",
-                 "test_models_learning.py", "test_trainer_loop.py", "test_ray.py",
+LONGEST_FIRST = ("test_overoptimisation_experiment.py",
+                 "test_models_learning.py", "test_trainer_loop.py",
                  "test_trainer_learning.py", "test_server_model_workers.py",
                  "test_server_health.py", "test_models_arithmetic.py",
                  "test_models_ensemble_training.py",

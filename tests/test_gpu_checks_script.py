@@ -55,6 +55,7 @@ def missing_figures(logs: Path, report: str) -> dict[str, str]:
     return problems
 
 
+@pytest.mark.integration
 def test_every_part_of_the_gpu_script_runs_tiny_on_cpu_with_its_figures(tmp_path):
     report = run_tiny(SCRIPT, tmp_path)
     problems = missing_figures(tmp_path, report)

@@ -169,6 +169,7 @@ def _delete_app() -> None:
     serve.delete(ray_serve.APP_NAME)
 
 
+@pytest.mark.integration
 def test_two_replicas_score_with_the_servers_auth_and_endpoints(serve_port):
     try:
         port = serve_port
@@ -197,6 +198,7 @@ def test_two_replicas_score_with_the_servers_auth_and_endpoints(serve_port):
         _delete_app()
 
 
+@pytest.mark.integration
 def test_a_replica_serves_a_learned_reward_under_workers_auto(tmp_path, serve_port):
     """The replica starts a learned reward the way ``rewardkit serve`` does (``workers:
     auto``: in a worker process started inside the replica) and it scores as in process."""
@@ -219,6 +221,7 @@ def test_a_replica_serves_a_learned_reward_under_workers_auto(tmp_path, serve_po
         _delete_app()
 
 
+@pytest.mark.integration
 def test_ray_output_equals_local_output_row_for_row(tmp_path, capsys, local_ray):
     src = tmp_path / "in.jsonl"
     write_input(src, 600, extra=["not json", json.dumps({"id": 600, "prompt": "z"})])
@@ -237,6 +240,7 @@ def test_ray_output_equals_local_output_row_for_row(tmp_path, capsys, local_ray)
     assert without_time(ray_summary) == without_time(local_summary)
 
 
+@pytest.mark.integration
 def test_rerun_rescored_only_missing_shard_and_refuses_changed_input(tmp_path, capsys, local_ray):
     src, out = tmp_path / "in.jsonl", tmp_path / "out"
     write_input(src, 200)
@@ -261,6 +265,7 @@ def test_rerun_rescored_only_missing_shard_and_refuses_changed_input(tmp_path, c
     assert "changed since" in capsys.readouterr().err
 
 
+@pytest.mark.integration
 def test_killed_actor_loses_and_duplicates_nothing(tmp_path, local_ray):
     src, marker = tmp_path / "in.jsonl", tmp_path / "killed"
     rows = [{"id": i, "prompt": f"q{i}", "completion": "KILL" if i == 130 else "x" * (i % 9),

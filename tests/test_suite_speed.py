@@ -86,3 +86,26 @@ def test_each_xdist_worker_runs_torch_on_its_share_of_the_cores(pytester, monkey
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)  # as a fresh `make test` starts
     result = pytester.runpytest_subprocess("-n", "2", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
+
+
+def test_every_test_the_default_run_leaves_out_but_slow_and_gpu_is_run_by_a_ci_step():
+    """`make test` leaves the `integration` tests out to stay short; CI must still run them:
+    a Makefile target selects each such marker and `.ci/run` calls that target after
+    `make test`. (`slow` tests have a faster test covering them; `gpu` ones need a device.)"""
+    import tomllib
+
+    options = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"][
+        "ini_options"]
+    left_out = set(re.findall(r"not (\w+)", options["addopts"])) - {"slow", "gpu"}
+    assert left_out == {"integration"}
+    declared = {line.split(":")[0] for line in options["markers"]}
+    makefile = (ROOT / "Makefile").read_text()
+    ci = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()
+          if line.strip().startswith("make ")]
+    for marker in left_out:
+        assert marker in declared
+        targets = re.findall(rf"^([\w-]+):.*\n(?:\t.*\n)*?\t\$\(PY\) -m pytest [^\n]*-m {marker}\b",
+                             makefile, re.M)
+        assert targets, f"no Makefile target runs -m {marker}"
+        assert any(f"make {t}" in ci for t in targets), (targets, ci)
+        assert ci.index(f"make {targets[0]}") > ci.index("make test")
