@@ -32,6 +32,7 @@ from.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -66,8 +67,8 @@ and the spaced format."""
 
 FIRST_1000_4999 = arithmetic.Spec(start=(1000, 4999), steps=(2, 6), templates=TEMPLATES,
                                   notes="first number 1000-4999")
-SPACED = arithmetic.Spec(start=(1, 499), steps=(2, 6), templates=(arithmetic.SPACED_TEMPLATE,),
-                         notes="the broad range, spaced")
+SPACED = dataclasses.replace(arithmetic.LM_SPECS["broad"], templates=(arithmetic.SPACED_TEMPLATE,),
+                             notes="the broad range, spaced")
 ALL: tuple[tuple[arithmetic.Spec, float], ...] = (
     *((spec, share * 2 / 3) for spec, share in WHOLE),
     (FIRST_1000_4999, 1 / 6),

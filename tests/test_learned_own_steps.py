@@ -48,6 +48,8 @@ def test_a_slice_is_summarised_as_solved_share_and_conditional_step_accuracy(ben
 
 
 def test_every_slice_of_the_shipped_file_has_prompts_to_read(bench):
-    for name in ("in_distribution", "first_500_999", "steps_7_8", "addends_100_999", "spaced"):
+    from rewardkit.models.arithmetic_out_of_kind import SLICES
+
+    for name in SLICES:
         prompts = bench.slice_prompts(name)
         assert len(prompts) == len(set(prompts)) > 100

@@ -189,8 +189,9 @@ def mixed_problems(n: int, parts: Sequence[tuple[Spec, float]], seed: int,
 def worked_solution(pb: Problem) -> str:
     """The right worked steps of ``pb``, one a line, spaced when its template is."""
     steps = solve(pb.ops)
-    return "\n".join(spaced(s) for s in steps) if pb.template == SPACED_TEMPLATE else \
-        "\n".join(steps)
+    if pb.template == SPACED_TEMPLATE:
+        steps = [spaced(s) for s in steps]
+    return "\n".join(steps)
 
 
 def solve(ops: list[int], slip_at: int | None = None, delta: int = 0) -> list[str]:
