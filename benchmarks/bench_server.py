@@ -21,12 +21,13 @@
       samples to the server. Goal: ≥ 0.95×.
    d. 2a's batching server with the model in a thread of the server (``--workers 0``) vs in a
       worker process (``--workers auto``, the default).
-   e. for each model size (the shipped RM's shape, hidden 512 x 4 layers, and one with a 32k
-      vocabulary), 2a's ceiling beside 2a's server gain, and the gain as a share of the
-      ceiling, every pair, with the load average before and after it (on a shared machine a
-      run's rate follows the CPU share it was granted), and the median and range per size.
-      Goal: >= 90%; and with ``--model`` (a trained RM of the shipped shape) a gain >= 3x.
-      ``--side-repeats R`` runs each side R times within its pair and reads the medians.
+   e. (benchmarks/server_share.py) for each model size (the shipped RM's shape, hidden 512 x 4
+      layers, and one with a 32k vocabulary), 2a's ceiling beside 2a's server gain, and the
+      gain as a share of the ceiling, every pair, with the load average before and after it;
+      the four sides stay up and run interleaved in short bursts (``--share-rounds`` rounds a
+      pair, a burst a side each round, sized to ``--share-burst-seconds`` of the fastest side),
+      so that the machine's drift falls on every side alike. Goal: >= 90% in every pair; and with ``--model`` (a trained RM of the
+      shipped shape) a gain >= 3x.
    The servers run the model where ``--workers`` says (default ``auto``: a worker process;
    ``--off-workers`` for 2a's batching-off side alone); the CPU time per item counts the
    server and its worker processes.
@@ -67,6 +68,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # its siblings
 from served_process import (DEVICE_VARIABLE, _cpu_s, _start, _stop,  # noqa: E402
                             gpu_memory_mib, rm_device)
+from server_share import bench_share  # noqa: E402
 
 SAMPLE = {"prompt": "What is the capital of France?", "completion": "Paris", "reference": "Paris"}
 
@@ -307,95 +309,12 @@ def _in_process(model: str, env: dict[str, str], n: int, batch: int, threads: in
 
 RM_PARTS = ("ceiling", "clients", "peer", "large", "workers", "share")
 
-SHARE_SHAPES = (("the shipped RM's shape (hidden 128, 3 layers)", 128, 3, None),
-                ("hidden 512, 4 layers", 512, 4, None),
-                ("hidden 128, 3 layers, 32k vocabulary", 128, 3, 32768))
-"""2e's model sizes: (what, hidden, layers, vocabulary or None for the tokenizer's own)."""
-
-
-def _random_rm(out: Path, hidden: int, layers: int, vocab: int | None) -> str:
-    from rewardkit.testing import make_tiny_reward_model
-
-    path = make_tiny_reward_model(out, hidden_size=hidden, num_layers=layers)
-    if vocab is not None:  # the embedding (and its memory traffic) of a real vocabulary
-        from transformers import AutoModelForSequenceClassification
-
-        model = AutoModelForSequenceClassification.from_pretrained(path)
-        model.resize_token_embeddings(vocab)
-        model.save_pretrained(path)
-    return str(path)
-
-
-def bench_share(pairs: int, total: int, threads: int, clients: int, concurrency: int,
-                max_wait_ms: float, workers: str, model: str | None, repeats: int = 1) -> None:
-    """2e: for each model size, the in-process ceiling (samples/s of batches of 64 over
-    batches of 1, one process, the same torch threads) beside the server's gain (requests/s
-    of 64 single-sample clients with batching on over off), and the gain as a share of the
-    ceiling, every pair (four runs, order alternating). Goal: >= 90% of the ceiling.
-
-    With ``repeats`` > 1 each side runs that many times in a row within its pair and the pair
-    reads each side's median: on an idle machine one side's repeats spread by ±25%, more than
-    the 10% the goal leaves, so a single run per side cannot decide a pair."""
-    env = {"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
-           "TOKENIZERS_PARALLELISM": "false"}
-    conc = ("--concurrency", str(concurrency), "--workers", workers)
-    print(f"\n2e. batching gain against its ceiling, {total} samples per run, torch threads "
-          f"{threads}, {clients} clients of one sample, --concurrency {concurrency}, "
-          f"--workers {workers}, --max-wait-ms {max_wait_ms:g}"
-          + (f", each side's median of {repeats} runs" if repeats > 1 else ""))
-    print(f"{'pair':<6}{'ceiling: in process 1 / 64 (smp/s)':>40}{'server off / on (req/s)':>30}"
-          f"{'share':>8}   load average (1 min) before / after the pair")
-    with tempfile.TemporaryDirectory() as tmp:
-        for what, hidden, layers, vocab in SHARE_SHAPES:
-            if model is not None and vocab is None and (hidden, layers) == (128, 3):
-                path, what = model, f"reward model {model}"
-            else:
-                path = _random_rm(Path(tmp) / f"rm{hidden}x{layers}v{vocab}", hidden, layers,
-                                  vocab)
-            sides = {"in1": _in_process(path, env, total, 1, threads),
-                     "in64": _in_process(path, env, total, 64, threads),
-                     "off": _served(_rm_cmd(path, "--max-batch-samples", "1", *conc), env,
-                                    clients, total),
-                     "on": _served(_rm_cmd(path, "--max-batch-samples", "64", "--max-wait-ms",
-                                           f"{max_wait_ms:g}", *conc), env, clients, total)}
-            print(what)
-            shares, ceilings, gains = [], [], []
-            for pair in range(pairs):
-                order = list(sides) if pair % 2 == 0 else list(reversed(sides))
-                rates, values = {}, {}
-                load_before = os.getloadavg()[0]
-                runs: dict[str, list[float]] = {}
-                for side in order:
-                    for _ in range(repeats):
-                        rate, values[side], _, _ = sides[side]()
-                        runs.setdefault(side, []).append(rate)
-                    rates[side] = statistics.median(runs[side])
-                for a, b in (("in1", "in64"), ("off", "on"), ("in1", "on")):
-                    assert max(abs(x - y) for x, y in zip(sorted(values[a]), sorted(values[b]))
-                               ) < 1e-3, "the sides scored differently"
-                ceilings.append(rates["in64"] / rates["in1"])
-                gains.append(rates["on"] / rates["off"])
-                shares.append(gains[-1] / ceilings[-1])
-                print(f"{pair + 1:<6}{rates['in1']:>15.1f} / {rates['in64']:<9.1f}"
-                      f"({ceilings[-1]:.2f}x){rates['off']:>14.1f} / {rates['on']:<8.1f}"
-                      f"({gains[-1]:.2f}x){shares[-1]:>7.0%}   load {load_before:.1f} / "
-                      f"{os.getloadavg()[0]:.1f}   (order: {' '.join(order)})")
-                if repeats > 1:
-                    print("      runs: " + "; ".join(
-                        f"{side} " + " ".join(f"{r:.1f}" for r in runs[side]) for side in sides))
-            print(f"median over {pairs} pairs (min-max): ceiling "
-                  f"{statistics.median(ceilings):.2f}x ({min(ceilings):.2f}-{max(ceilings):.2f}), "
-                  f"server {statistics.median(gains):.2f}x ({min(gains):.2f}-{max(gains):.2f}), "
-                  f"share {statistics.median(shares):.0%} ({min(shares):.0%}-{max(shares):.0%}); "
-                  "goal >= 90%"
-                  + (", and the server >= 3x" if path == model else ""))
-
-
 def bench_rm(pairs: int, total: int, hidden: int, layers: int, threads: int,
              clients: int, big_batch: int, big_total: int, concurrency: int,
              model: str | None = None, max_wait_ms: float = 0,
              parts: tuple[str, ...] = RM_PARTS, workers: str = "auto",
-             off_workers: str | None = None, side_repeats: int = 1) -> None:
+             off_workers: str | None = None, share: tuple[int, float, bool] = (3, 1.5, True)
+             ) -> None:
     from rewardkit.testing import make_tiny_reward_model
 
     given = model
@@ -457,8 +376,8 @@ def bench_rm(pairs: int, total: int, hidden: int, layers: int, threads: int,
                                    big_total // big_batch,
                                    big_batch)},
                 pairs, 0.95, "smp/s"),
-            "share": lambda: bench_share(pairs, total, threads, clients, concurrency,
-                                         max_wait_ms, workers, given, side_repeats),
+            "share": lambda: bench_share(pairs, share[0], share[1], threads, clients,
+                                         concurrency, max_wait_ms, workers, given, share[2]),
             "workers": lambda: _paired(
                 f"2d. where the model runs ({what}): {clients} concurrent clients, {total} "
                 "requests of one sample, dynamic batching as in 2a; requests/s with the model "
@@ -506,9 +425,16 @@ def main() -> None:
                         help="RM: --max-wait-ms of the batching server")
     parser.add_argument("--rm-parts", default=",".join(RM_PARTS),
                         help="RM: which comparisons to run, of " + ",".join(RM_PARTS))
-    parser.add_argument("--side-repeats", type=int, default=1,
-                        help="share (2e): run each side this many times within its pair and "
-                             "read the medians (default 1)")
+    parser.add_argument("--share-rounds", type=int, default=3,
+                        help="share (2e): rounds per pair; each round every side scores one "
+                             "burst, the order rotating (default 3)")
+    parser.add_argument("--share-unpinned", action="store_true",
+                        help="share (2e): leave every process to the scheduler (by default, "
+                             "with one torch thread, the model's processes share one CPU and "
+                             "the servers and the load generator the others)")
+    parser.add_argument("--share-burst-seconds", type=float, default=1.5,
+                        help="share (2e): a burst is what the fastest side scores in about this "
+                             "long (a multiple of 64 samples, at least 256; default 1.5)")
     parser.add_argument("--skip-rm", action="store_true")
     parser.add_argument("--load-minutes", type=float, default=0,
                         help="also run the mixed load (math/code/RM) for this many minutes")
@@ -521,8 +447,8 @@ def main() -> None:
     parser.add_argument("--serve-peer", metavar="MODEL", help=argparse.SUPPRESS)
     parser.add_argument("--in-process", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.side_repeats < 1:
-        parser.error("--side-repeats must be at least 1")
+    if args.share_rounds < 1 or args.share_burst_seconds <= 0:
+        parser.error("--share-rounds must be at least 1 and --share-burst-seconds positive")
     os.environ.setdefault(DEVICE_VARIABLE, args.device)  # children inherit it
     if args.serve_peer:
         serve_peer(args.serve_peer)
@@ -538,7 +464,8 @@ def main() -> None:
         bench_rm(args.pairs, args.rm_requests, args.hidden, args.layers, args.torch_threads,
                  args.rm_clients, args.big_batch, args.big_samples, args.concurrency,
                  args.model, args.max_wait_ms, tuple(args.rm_parts.split(",")), args.workers,
-                 args.off_workers, args.side_repeats)
+                 args.off_workers,
+                 (args.share_rounds, args.share_burst_seconds, not args.share_unpinned))
     if args.fairness_runs:
         from server_fairness import bench_fairness
 
