@@ -181,6 +181,16 @@ def test_common_structured_answers_are_decided_without_sympy(gold, answer, expec
     ("p=5,q=2;p=7,q=2", "$\\boxed{(5,2),(7,3)}$", 0.0),
     ("W(x)=1 \\text{ or } W(x)=-1", "$\\boxed{1, -1}$", 1.0),
     ("10\\textnormal{ cm}", "$\\boxed{10\\textnormal{ cm}}$", 1.0),
+    # a gold of several boxes, each in its own math delimiters, is one list answer
+    ("\\(\\boxed{1}\\) and \\(\\boxed{-2}\\).", "$\\boxed{-2,1}$.", 1.0),
+    ("\\[\\boxed{1}\\] or \\[\\boxed{-2}\\]", "$\\boxed{-2,1}$.", 1.0),
+    ("\\(\\boxed{1}\\) and \\(\\boxed{-2}\\).", "$\\boxed{1}$.", 0.0),
+    ("\\(\\boxed{3}\\) is wrong so \\(\\boxed{5}\\)", "$\\boxed{5}$", 1.0),
+    # a magnitude of capitals (a segment's length) names one quantity; |x| = 5 is two values
+    ("$$|AB|=1$$", "$\\boxed{1}$", 1.0),
+    ("1", "$\\boxed{\\left|\\overline{AB}\\right| = 1}$", 1.0),
+    ("$$|AB|=1$$", "$\\boxed{2}$", 0.0),
+    ("5", "$\\boxed{|z| = 5}$", 0.0),
 ])
 def test_math_verify_suite_shapes(math_verifier, preset, gold, completion, expected):
     assert _value(math_verifier, gold, completion, preset=preset) == expected

@@ -55,6 +55,8 @@ _NAME_COMMANDS = re.compile(r"\\(?:frac|dfrac|tfrac|angle|overline|triangle|math
                             r"left|right|cdot|prime|vec|hat|bar|measuredangle)(?![A-Za-z])")
 _CONSTANT_COMMANDS = re.compile(r"\\[A-Za-z]+")
 _SUBSCRIPT = re.compile(r"_\{[^{}]*\}|_[A-Za-z0-9]")
+_NAMED_MAGNITUDE = re.compile(r"^\s*(?:\\left)?(?:\||\\lvert|\\vert)\s*(?:\\overline\{[A-Z]{1,3}\}|[A-Z]{1,3})"
+                              r"\s*(?:\\right)?(?:\||\\rvert|\\vert)\s*$")
 _SPACES = re.compile(r"\s+")
 # Invisible characters (zero-width space and joiners, word joiner, soft hyphen, byte-order mark)
 # are no part of what a reader sees: "1\u20600" is 10.
@@ -347,7 +349,9 @@ def _is_name(s: str) -> bool:
     """A name being assigned: letters (``x``, ``AB``, ``V_1:V_2``, ``\\frac{NO}{BO}``,
     ``(p,q)``, ``f(3)``), never a number or an expression of numbers alone."""
     if "|" in s or "\\lvert" in s:
-        return False  # |x| = 5 is x = 5 or x = -5: two values, not the value of a name
+        # |x| = 5 is x = 5 or x = -5: two values, not the value of a name; but |AB| (capitals
+        # alone: a segment's length, a set's size, a determinant) names one quantity
+        return bool(_NAMED_MAGNITUDE.match(s))
     bare = _SUBSCRIPT.sub("", _NAME_COMMANDS.sub("", s))
     bare = re.sub(r"(?<=[A-Za-z])\([^()]*\)", "", bare)  # f(3) names a value of f
     if not re.search(r"[A-Za-z]", bare):
