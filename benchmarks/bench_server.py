@@ -26,8 +26,8 @@
       gain as a share of the ceiling, every pair, with the load average before and after it;
       the four sides stay up and run interleaved in short bursts (``--share-rounds`` rounds a
       pair, a burst a side each round, sized to ``--share-burst-seconds`` of the fastest side),
-      so that the machine's drift falls on every side alike. Goal: >= 90% in every pair; and with ``--model`` (a trained RM of the
-      shipped shape) a gain >= 3x.
+      so that the machine's drift falls on every side alike. Goal: >= 90% in every pair; and
+      with ``--model`` (a trained RM of the shipped shape) a gain >= 3x.
    The servers run the model where ``--workers`` says (default ``auto``: a worker process;
    ``--off-workers`` for 2a's batching-off side alone); the CPU time per item counts the
    server and its worker processes.
@@ -167,13 +167,14 @@ def serve_peer(model: str) -> None:
 
 
 async def _throughput(url: str, clients: int, total: int, per_request: int = 1,
-                      pid: int | None = None
+                      pid: int | None = None, done: list[float] | None = None
                       ) -> tuple[float, list[float], float | None, list[float]]:
     """Requests per second of ``clients`` concurrent clients sending ``total`` requests of
     ``per_request`` samples, the server's (``pid``) CPU seconds over them and every request's
     latency (aiohttp: a light client, so that the load generator takes as little of the shared
     CPU as it can; it drops idle connections after 2 s, before the server's 5 s keep-alive
-    timeout closes them under its feet)."""
+    timeout closes them under its feet). ``done``, if given, receives each timed request's
+    completion time, in order."""
     import aiohttp
 
     samples = rm_samples()
@@ -191,6 +192,8 @@ async def _throughput(url: str, clients: int, total: int, per_request: int = 1,
                 assert r.status == 200, await r.text()
                 values.extend(s["value"] for s in (await r.json())["scores"])
             latencies.append(time.perf_counter() - start)
+            if done is not None:
+                done.append(start + latencies[-1])
 
     timeout = aiohttp.ClientTimeout(total=1800)
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=clients, keepalive_timeout=2),
@@ -198,6 +201,8 @@ async def _throughput(url: str, clients: int, total: int, per_request: int = 1,
         await asyncio.gather(*(client(http) for _ in range(clients)))
         values.clear()
         latencies.clear()
+        if done is not None:
+            done.clear()
         counter = iter(range(total))
         cpu = _cpu_s(pid) if pid else 0.0
         t = time.perf_counter()

@@ -16,9 +16,9 @@ rate is its samples over the seconds of all its bursts in the pair, so a slow st
 machine falls on every side alike. Every burst's rate is kept and its spread printed.
 
 A server burst is read at its steady rate (the responses between the first and the last 64):
-its first responses also open 64 connections and fill a batch from idle, its last ones drain
-the last batch — costs a burst pays once and the in-process sides never; counted, they made
-bursts of four batches read the batching server about 14% slower than its steady rate.
+its first responses fill a batch from idle, its last ones drain the last batch — costs a burst
+pays once and the in-process sides never; counted, they made bursts of four batches read the
+batching server about 14% slower than its steady rate.
 
     python benchmarks/bench_server.py --skip-overhead --rm-parts share --pairs 5 \
         [--share-rounds 3] [--share-burst-seconds 1.5] [--model TRAINED_RM]
@@ -47,9 +47,6 @@ SHARE_SHAPES = (("the shipped RM's shape (hidden 128, 3 layers)", 128, 3, None),
                 ("hidden 512, 4 layers", 512, 4, None),
                 ("hidden 128, 3 layers, 32k vocabulary", 128, 3, 32768))
 """The model sizes: (what, hidden, layers, vocabulary or None for the tokenizer's own)."""
-
-SIDES = ("in1", "in64", "off", "on")
-
 
 def _random_rm(out: Path, hidden: int, layers: int, vocab: int | None) -> str:
     from rewardkit.testing import make_tiny_reward_model
@@ -112,38 +109,6 @@ class _Child:
         self.proc.wait(30)
 
 
-async def _steady_burst(url: str, clients: int, n: int) -> tuple[float, list[float]]:
-    """``clients`` concurrent clients send the first ``n`` benchmark samples, one a request, on
-    new keep-alive connections. Returns the seconds ``n`` samples take at the burst's steady
-    rate — the responses after the first ``clients`` and before the last ``clients``, over the
-    time between them: the first ones also open the connections and fill the first batch from
-    idle, the last ones drain it, which the server pays once a burst and the in-process sides
-    never — and every value in sample order."""
-    import aiohttp
-
-    from bench_server import rm_samples
-
-    samples = rm_samples()
-    values: list[float] = [math.nan] * n
-    done: list[float] = []
-    counter = iter(range(n))
-
-    async def client(http: aiohttp.ClientSession) -> None:
-        for i in counter:
-            body = json.dumps({"samples": [samples[i % len(samples)]]})
-            async with http.post(url + "/v1/score", data=body,
-                                 headers={"content-type": "application/json"}) as r:
-                assert r.status == 200, await r.text()
-                values[i] = (await r.json())["scores"][0]["value"]
-            done.append(time.perf_counter())
-
-    connector = aiohttp.TCPConnector(limit=clients, keepalive_timeout=2)
-    async with aiohttp.ClientSession(connector=connector,
-                                     timeout=aiohttp.ClientTimeout(total=1800)) as http:
-        await asyncio.gather(*(client(http) for _ in range(clients)))
-    return n / steady_rate(done, clients), values
-
-
 def steady_rate(done: list[float], edge: int) -> float:
     """Completions per second between the ``edge``-th completion and the ``edge``-th from the
     end (``done``: completion times, in order)."""
@@ -155,7 +120,16 @@ def steady_rate(done: list[float], edge: int) -> float:
 
 
 def _server_burst(url: str, clients: int, n: int) -> tuple[float, list[float]]:
-    return asyncio.run(_steady_burst(url, clients, n))
+    """``clients`` concurrent clients send the first ``n`` benchmark samples, one a request
+    (after an untimed request per client: bench_server's load generator). Returns the seconds
+    ``n`` samples take at the burst's steady rate (:func:`steady_rate` past ``clients``
+    responses at each end: the first ones fill a batch from idle, the last ones drain it,
+    which the server pays once a burst and the in-process sides never) and the values."""
+    from bench_server import _throughput
+
+    done: list[float] = []
+    _, values, _, _ = asyncio.run(_throughput(url, clients, n, 1, None, done))
+    return n / steady_rate(done, clients), values
 
 
 def model_core() -> tuple[int, list[int]] | None:

@@ -186,6 +186,8 @@ def test_common_structured_answers_are_decided_without_sympy(gold, answer, expec
     ("\\[\\boxed{1}\\] or \\[\\boxed{-2}\\]", "$\\boxed{-2,1}$.", 1.0),
     ("\\(\\boxed{1}\\) and \\(\\boxed{-2}\\).", "$\\boxed{1}$.", 0.0),
     ("\\(\\boxed{3}\\) is wrong so \\(\\boxed{5}\\)", "$\\boxed{5}$", 1.0),
+    ("\\(\\boxed{1}\\) papers and \\(\\boxed{2}\\) bins", "$\\boxed{(1, 2)}$", 1.0),
+    ("\\(\\boxed{1}\\) papers and \\(\\boxed{2}\\) bins", "$\\boxed{2}$", 0.0),
     # a magnitude of capitals (a segment's length) names one quantity; |x| = 5 is two values
     ("$$|AB|=1$$", "$\\boxed{1}$", 1.0),
     ("1", "$\\boxed{\\left|\\overline{AB}\\right| = 1}$", 1.0),

@@ -110,12 +110,14 @@ class UnreadableGold(ValueError):
     """A reference from which no final answer can be read (a worked solution without a marker)."""
 
 
-# math delimiters (``$``, ``\\(...\\)``, ``\\[...\\]``) around each box count as separators too
-_DELIMS = r"(?:[\s$,;.]|\\[()\[\]])*"
+# math delimiters ($, \( \), \[ \]) around each box count as separators too
+_MATH_DELIMITER = r"\\[()\[\]]"
+_DELIMS = rf"(?:[\s$,;.]|{_MATH_DELIMITER})*"
 _GOLD_SEPARATORS = re.compile(rf"^{_DELIMS}(?:\\text\{{\s*(?:and|or)\s*\}}|and|or)?{_DELIMS}$")
 # "$\boxed{1}$ papers and $\boxed{2}$ bins": a few words naming each part, within one sentence.
 _GOLD_LABELS = re.compile(r"^(?!.*\b(?:or|not|wait|actually|rather|so|then|thus|hence|therefore|is|was)\b)"
-                          r"[\s$,;]*[A-Za-z]+(?:[ \t]+[A-Za-z]+){0,3}[\s$,;]*$", re.IGNORECASE)
+                          rf"(?:[\s$,;]|{_MATH_DELIMITER})*[A-Za-z]+(?:[ \t]+[A-Za-z]+){{0,3}}"
+                          rf"(?:[\s$,;]|{_MATH_DELIMITER})*$", re.IGNORECASE)
 _PROSE_WORDS = 12
 _PERCENT_AFTER = re.compile(r"[ \t$]{0,4}(?:\\%|%|percent\b)", re.IGNORECASE)
 
